@@ -1,0 +1,45 @@
+"""Secure sums of named float tensors from n clients, with plain, mask and ckks backends.
+
+Client side: a :class:`ClientRole` (``make_client``) answers the server's requests; stage a
+contribution with ``contribute(name, tensors)``. Server side: a :class:`ServerRole`
+(``make_server``) runs ``setup(round)`` once per round, then ``aggregate(spec)`` per sum;
+both are generators of :class:`Step` that a driver executes (``local.LocalRunner`` in one
+process; the gRPC runtime across processes).
+
+    >>> import numpy as np
+    >>> from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, local_session
+    >>> session = local_session(SecureSumConfig(backend=Backend.MASK), range(3))
+    >>> session.start_round()
+    >>> result = session.secure_sum("demo", {c: {"w": np.full(4, c, dtype=np.float32)} for c in range(3)})
+    >>> result.values["w"].tolist()
+    [3.0, 3.0, 3.0, 3.0]
+"""
+
+from secure_fedgraph.protocol.secure_sum.config import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
+from secure_fedgraph.protocol.secure_sum.local import LocalRunner, LocalSession, local_session
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, Step, StepOutcome, new_session_id
+from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, TensorSpec
+from secure_fedgraph.protocol.secure_sum.stages import Stage
+
+__all__ = [
+    "Backend",
+    "CkksConfig",
+    "GraphKind",
+    "MaskConfig",
+    "SecureSumConfig",
+    "make_client",
+    "make_server",
+    "LocalRunner",
+    "LocalSession",
+    "local_session",
+    "ClientRole",
+    "ServerRole",
+    "Step",
+    "StepOutcome",
+    "new_session_id",
+    "SumResult",
+    "SumSpec",
+    "TensorSpec",
+    "Stage",
+]

@@ -1,0 +1,176 @@
+"""Configuration of the secure-sum layer: which backend, and each backend's parameters.
+
+Every field is validated at construction (``__post_init__``) or when resolved for a concrete
+number of clients (:meth:`MaskConfig.resolve`); errors name the field, the value and the bound.
+Clients check that what the server announces equals what their own config resolves to, so a
+server cannot quietly weaken a threshold.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from secure_fedgraph.crypto.ckks import PRESETS, CkksParams
+from secure_fedgraph.crypto.fixed_point import FixedPoint
+from secure_fedgraph.errors import ConfigError
+
+
+class Backend(enum.Enum):
+    """How a secure sum is computed (threat_model.md, section per backend)."""
+
+    PLAIN = "plain"  # baseline: the server sees every individual tensor
+    MASK = "mask"  # pairwise + self masks, Shamir recovery; the server sees the sum only
+    CKKS = "ckks"  # TenSEAL CKKS; the server sees ciphertexts only, clients decrypt the sum
+
+
+class GraphKind(enum.Enum):
+    """Which pairs of clients share masks."""
+
+    AUTO = "auto"  # complete up to MaskConfig.complete_up_to clients, sparse above
+    COMPLETE = "complete"  # every pair (Bonawitz et al. 2017)
+    SPARSE = "sparse"  # random Harary graph of degree O(log n) (Bell et al. 2020, SecAgg+)
+
+
+def majority(n: int) -> int:
+    return n // 2 + 1
+
+
+def _positive_int(name: str, value: object, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    """MaskConfig resolved for a concrete set of participants (announced in ADVERTISE)."""
+
+    graph: GraphKind  # COMPLETE or SPARSE, never AUTO
+    degree: int  # neighbours per client
+    threshold: int  # Shamir threshold: shares needed to recover one client's secret
+    min_survivors: int  # fewest contributors a released sum may have
+
+
+@dataclass(frozen=True)
+class MaskConfig:
+    """Pairwise-mask secure aggregation.
+
+    Attributes:
+        clip_range: inputs are clipped to [-clip_range, clip_range] (and counted).
+        precision_bits: fixed-point fractional bits; the sum is exact to n * 2^-(precision_bits+1).
+        ring_bits: 32 or 64; None picks 32 when n * clip_range * 2^precision_bits fits, else 64.
+        graph: which pairs share masks (see GraphKind).
+        complete_up_to: with graph=AUTO, the largest n that uses the complete graph.
+        degree: neighbours per client in the sparse graph (even); None = 2 * ceil(log2 n).
+        threshold: Shamir threshold; None = a majority of the client and its neighbours.
+            Values below that majority are refused: they would let a server that equivocates
+            collect both recovery secrets of one client.
+    """
+
+    clip_range: float = 8.0
+    precision_bits: int = 20
+    ring_bits: int | None = None
+    graph: GraphKind = GraphKind.AUTO
+    complete_up_to: int = 100
+    degree: int | None = None
+    threshold: int | None = None
+
+    def __post_init__(self) -> None:
+        FixedPoint(self.clip_range, self.precision_bits, self.ring_bits or 64)  # validates all three
+        if not isinstance(self.graph, GraphKind):
+            raise ConfigError(f"graph must be a GraphKind, got {self.graph!r}")
+        _positive_int("complete_up_to", self.complete_up_to, 2)
+        if self.degree is not None:
+            _positive_int("degree", self.degree, 2)
+            if self.degree % 2:
+                raise ConfigError(f"degree must be even (a Harary graph links degree/2 clients on each side), got {self.degree}")
+        if self.threshold is not None:
+            _positive_int("threshold", self.threshold, 2)
+
+    def resolve(self, n_clients: int, min_survivors: int | None) -> MaskPlan:
+        """Resolve graph, degree, threshold and min_survivors for ``n_clients`` participants.
+
+        Raises:
+            ConfigError: naming the parameter whose value cannot work for this n.
+        """
+        _positive_int("number of clients", n_clients, 2)
+        sparse = self.graph is GraphKind.SPARSE or (self.graph is GraphKind.AUTO and n_clients > self.complete_up_to)
+        if sparse:
+            degree = self.degree if self.degree is not None else 2 * math.ceil(math.log2(n_clients))
+            if degree >= n_clients - 1:
+                sparse, degree = False, n_clients - 1  # the "sparse" graph would be complete anyway
+        else:
+            degree = n_clients - 1
+        holders = degree + 1
+        threshold = self.threshold if self.threshold is not None else majority(holders)
+        if not majority(holders) <= threshold <= holders:
+            raise ConfigError(
+                f"threshold={threshold} must be between a majority ({majority(holders)}) and all ({holders}) of a "
+                f"client and its {degree} neighbours"
+            )
+        survivors = min_survivors if min_survivors is not None else majority(n_clients)
+        if not majority(n_clients) <= survivors <= n_clients:
+            raise ConfigError(
+                f"min_survivors={survivors} must be between a majority ({majority(n_clients)}) and all ({n_clients}) "
+                "clients for the mask backend: the consistency check relies on an honest majority signing"
+            )
+        return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors)
+
+    def encoding(self, n_clients: int, n_values: int) -> FixedPoint:
+        """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients."""
+        return FixedPoint.for_sum(
+            n_clients=n_clients,
+            clip_range=self.clip_range,
+            precision_bits=self.precision_bits,
+            ring_bits=self.ring_bits,
+            count_lane_max=n_values,
+        )
+
+
+@dataclass(frozen=True)
+class CkksConfig:
+    """CKKS via TenSEAL.
+
+    Attributes:
+        params: CKKS parameters; default the add-only 'lean' preset (see crypto.ckks.PRESETS).
+        clip_range: inputs are clipped to [-clip_range, clip_range] so the sum cannot wrap.
+    """
+
+    params: CkksParams = field(default_factory=lambda: PRESETS["lean"])
+    clip_range: float = 8.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, CkksParams):
+            raise ConfigError(f"params must be a CkksParams, got {type(self.params).__name__}")
+        FixedPoint(self.clip_range, 0, 64)
+
+
+@dataclass(frozen=True)
+class SecureSumConfig:
+    """The secure-sum layer of one run.
+
+    Attributes:
+        backend: plain, mask or ckks.
+        min_survivors: fewest clients a released sum may contain; None = a majority of the
+            round's clients. Below it a sum fails with DropoutError and nothing is released.
+        mask, ckks: the backends' own parameters.
+    """
+
+    backend: Backend = Backend.MASK
+    min_survivors: int | None = None
+    mask: MaskConfig = field(default_factory=MaskConfig)
+    ckks: CkksConfig = field(default_factory=CkksConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, Backend):
+            raise ConfigError(f"backend must be a Backend, got {self.backend!r}")
+        if self.min_survivors is not None:
+            _positive_int("min_survivors", self.min_survivors, 1)
+
+    def survivors_needed(self, n_clients: int) -> int:
+        """min_survivors resolved for n clients (the mask backend also checks it is a majority)."""
+        needed = self.min_survivors if self.min_survivors is not None else majority(n_clients)
+        if needed > n_clients:
+            raise ConfigError(f"min_survivors={needed} exceeds the {n_clients} clients of the round")
+        return needed

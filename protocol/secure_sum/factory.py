@@ -1,0 +1,36 @@
+"""Pick the server and client role classes for a backend (the one place backends are named)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from secure_fedgraph.crypto.keys import IdentityKey
+from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
+
+
+def _classes(backend: Backend) -> tuple[type[ServerRole], type[ClientRole]]:
+    if backend is Backend.PLAIN:
+        from secure_fedgraph.protocol.secure_sum.plain import PlainClient, PlainServer
+
+        return PlainServer, PlainClient
+    if backend is Backend.MASK:
+        from secure_fedgraph.protocol.secure_sum.mask_client import MaskClient
+        from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
+
+        return MaskServer, MaskClient
+    if backend is Backend.CKKS:
+        from secure_fedgraph.protocol.secure_sum.ckks import CkksClient, CkksServer
+
+        return CkksServer, CkksClient
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def make_server(config: SecureSumConfig, *, session: bytes, directory: Mapping[int, bytes], clients: list[int]) -> ServerRole:
+    return _classes(config.backend)[0](config, session=session, directory=directory, clients=clients)
+
+
+def make_client(
+    config: SecureSumConfig, *, client_id: int, session: bytes, identity: IdentityKey, directory: Mapping[int, bytes]
+) -> ClientRole:
+    return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory)

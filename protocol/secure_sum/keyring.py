@@ -1,0 +1,107 @@
+"""Signed round keys and pairwise secrets: the key set-up shared by the mask and ckks backends.
+
+A client's round public keys travel as :class:`SignedKeys`, signed with its Ed25519 identity
+key over (session, round, epoch, client, keys). Every receiver verifies against the identity
+directory, so a server that swaps a key is caught (threat_model.md claim M-SIGN). Pair keys
+come from X25519 + HKDF with a label naming purpose, session, round, epoch and the pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes
+
+from secure_fedgraph.crypto.envelope import open_sealed, seal
+from secure_fedgraph.crypto.keys import IdentityKey, agree, derive_key, verify_signature
+from secure_fedgraph.crypto.labels import Purpose, label
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol.secure_sum.messages import Sealed, SignedKeys
+
+
+def _statement(*, session: bytes, round: int, epoch: int, keys: SignedKeys) -> bytes:
+    return label(
+        Purpose.ADVERTISE, session, round, epoch, keys.client, keys.share_public, keys.mask_public, keys.seed_commitment
+    )
+
+
+def sign_keys(
+    identity: IdentityKey,
+    *,
+    session: bytes,
+    round: int,
+    epoch: int,
+    client: int,
+    share_public: bytes,
+    mask_public: bytes = b"",
+    seed_commitment: bytes = b"",
+) -> SignedKeys:
+    unsigned = SignedKeys(client, share_public, mask_public, seed_commitment, b"")
+    signature = identity.sign(_statement(session=session, round=round, epoch=epoch, keys=unsigned))
+    return SignedKeys(client, share_public, mask_public, seed_commitment, signature)
+
+
+def verify_keys(keys: SignedKeys, *, directory: Mapping[int, bytes], session: bytes, round: int, epoch: int) -> None:
+    """Raise ProtocolError unless ``keys`` carry a valid signature of their claimed client."""
+    identity = directory.get(keys.client)
+    if identity is None:
+        raise ProtocolError(f"keys advertised for unknown client {keys.client}")
+    try:
+        verify_signature(identity, keys.signature, _statement(session=session, round=round, epoch=epoch, keys=keys))
+    except (InvalidSignature, ValueError) as exc:
+        raise ProtocolError(
+            f"the round keys of client {keys.client} do not carry its signature for round {round} epoch {epoch}: "
+            "forged, swapped or replayed keys"
+        ) from exc
+
+
+def pair_key(private_key, peer_public: bytes, *, purpose: Purpose, session: bytes, round: int, epoch: int, a: int, b: int) -> bytes:
+    """A 32-byte key shared by clients a and b (symmetric in a, b), bound to its purpose."""
+    lo, hi = min(a, b), max(a, b)
+    try:
+        secret = agree(private_key, peer_public)
+    except ValueError as exc:
+        raise ProtocolError(f"key agreement between clients {lo} and {hi} failed: {exc}") from exc
+    return derive_key(secret, label(purpose, session, round, epoch, lo, hi))
+
+
+def seal_for(key: bytes, payload: bytes, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, owner: int, holder: int) -> Sealed:
+    aad = label(aad_purpose, session, round, epoch, owner, holder)
+    return Sealed(owner, holder, seal(key, payload, aad))
+
+
+def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int) -> bytes:
+    """Open an envelope; ProtocolError if it was tampered with, redirected or replayed."""
+    aad = label(aad_purpose, session, round, epoch, sealed.owner, sealed.holder)
+    try:
+        return open_sealed(key, sealed.data, aad)
+    except InvalidTag as exc:
+        raise ProtocolError(
+            f"envelope from client {sealed.owner} to {sealed.holder} fails authentication (tampered, redirected or replayed)"
+        ) from exc
+
+
+def self_mask_key(seed: bytes, *, session: bytes, round: int, epoch: int, sum_index: int) -> bytes:
+    """The PRG key of one client's self-mask for one sum, derived from its round seed.
+
+    Revealing it opens that sum's self-mask only; the seed (which opens every sum of the
+    epoch) is revealed only by Shamir recovery, for a client that went silent after sending
+    its masked input.
+    """
+    return derive_key(seed, label(Purpose.SELF_MASK, session, round, epoch, sum_index))
+
+
+def seed_commitment(seed: bytes, *, session: bytes, round: int, epoch: int, client: int) -> bytes:
+    """SHA-256 commitment to a 256-bit self-mask seed, so a recovered seed can be checked."""
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(label(Purpose.SEED_COMMITMENT, session, round, epoch, client))
+    digest.update(seed)
+    return digest.finalize()
+
+
+def consistency_statement(
+    *, session: bytes, round: int, epoch: int, sum_index: int, live: tuple[int, ...], survivors: tuple[int, ...]
+) -> bytes:
+    """What each survivor signs in the consistency check (Bonawitz et al., round 3)."""
+    return label(Purpose.CONSISTENCY, session, round, epoch, sum_index, sorted(live), sorted(survivors))

@@ -1,0 +1,316 @@
+"""Client role of pairwise-mask secure aggregation (Bonawitz et al. 2017; Bell et al. 2020).
+
+Per round (one key epoch; a re-key starts another):
+  1. ADVERTISE    make X25519 keys (share, mask) and a 256-bit self-mask seed b; sign the
+                  public keys and a commitment to b with the identity key.
+  2. SHARE_KEYS   verify every neighbour's signed keys; derive pair keys; Shamir-share b and
+                  the mask private key among the neighbours (threshold t); seal each pair of
+                  shares to its holder with AES-GCM.
+Per sum s (any number per epoch, each with its own PRG streams):
+  3. INPUT        (first sum: open the shares sent to us) y = encode(x) + PRG(K_self,s)
+                  + sum over live neighbours v of +-PRG(K_uv, s)   [+ if u < v, - if u > v]
+  4. CONSISTENCY  sign (live set, survivor set) so the server cannot show clients different sets.
+  5. UNMASK       check t signatures on the same sets; reveal K_self,s (our own, for this sum
+                  only) and our shares of dropped neighbours' mask keys.
+  6. RECOVER      for survivors that went silent after INPUT: reveal our shares of their b.
+  7. DELIVER      decode the ring sum.
+
+The rules that keep every input hidden (threat_model.md M-BOTH): for each peer we reveal
+either its seed share or its mask-key share, never both; we reveal a mask-key share only for
+a peer that has not contributed to an earlier sum of this epoch (its self-mask for that sum
+is known to the server, so its mask key must stay secret; the server re-keys instead); and we
+never mask twice with the same (epoch, sum).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto.fixed_point import FixedPoint
+from secure_fedgraph.crypto.keys import RoundKeys, verify_signature
+from secure_fedgraph.crypto.labels import Purpose
+from secure_fedgraph.crypto.prg import MaskPRG
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol.secure_sum.config import Backend, MaskPlan
+from secure_fedgraph.protocol.secure_sum.keyring import (
+    consistency_statement,
+    open_from,
+    pair_key,
+    seal_for,
+    seed_commitment,
+    self_mask_key,
+    sign_keys,
+    verify_keys,
+)
+from secure_fedgraph.protocol.secure_sum.messages import (
+    Ack,
+    AdvertiseRequest,
+    AdvertiseResponse,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    DeliverRequest,
+    InputRequest,
+    InputResponse,
+    RecoverRequest,
+    RecoverResponse,
+    Share,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    SignedKeys,
+    UnmaskRequest,
+    UnmaskResponse,
+)
+from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole
+from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.secure_sum.stages import Stage
+
+SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES
+
+
+@dataclass
+class _Epoch:
+    """One key epoch's secrets and bookkeeping (lives inside the no-pickle client role)."""
+
+    round: int
+    epoch: int
+    plan: MaskPlan
+    participants: tuple[int, ...]
+    graph: NeighbourGraph
+    keys: RoundKeys
+    seed: bytes
+    peers: dict[int, SignedKeys] = field(default_factory=dict)
+    pairwise: dict[int, bytes] = field(default_factory=dict)
+    sealing: dict[int, bytes] = field(default_factory=dict)
+    held: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # owner -> (seed share, mask-key share)
+    shares_opened: bool = False
+    live: frozenset[int] | None = None
+    exposed: set[int] = field(default_factory=set)
+    gave_seed_share: set[int] = field(default_factory=set)
+    gave_key_share: set[int] = field(default_factory=set)
+    sum_index: int = -1
+    spec: SumSpec | None = None
+    encoding: FixedPoint | None = None
+    survivors: frozenset[int] | None = None
+    verified: bool = False
+
+
+class MaskClient(ClientRole):
+    backend = Backend.MASK
+    round_entry = frozenset({Stage.ADVERTISE})
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._epoch: _Epoch | None = None
+        self._done_sum = (-1, -1)  # (round, highest finished sum index)
+        self._prg = MaskPRG()
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _fail(self, what: str) -> ProtocolError:
+        return ProtocolError(f"client {self.client_id}: {what}")
+
+    def _current(self, request) -> _Epoch:
+        ep = self._epoch
+        if ep is None or ep.round != request.header.round:
+            raise self._fail(f"no key epoch for round {request.header.round}")
+        return ep
+
+    def _labels(self, ep: _Epoch) -> dict:
+        return {"session": self.session, "round": ep.round, "epoch": ep.epoch}
+
+    # --- 1. advertise ----------------------------------------------------------------------
+    def _on_advertise(self, request: AdvertiseRequest) -> AdvertiseResponse:
+        participants = request.participants
+        if list(participants) != sorted(set(participants)) or self.client_id not in participants:
+            raise self._fail(f"participant list must be sorted, unique and include this client, got {participants[:8]}...")
+        unknown = [c for c in participants if c not in self.directory]
+        if unknown:
+            raise self._fail(f"participants {unknown[:8]} are not in the identity directory")
+        plan = self.config.mask.resolve(len(participants), self.config.min_survivors)
+        announced = (request.graph, request.degree, request.threshold, request.min_survivors)
+        if announced != (plan.graph.value, plan.degree, plan.threshold, plan.min_survivors):
+            raise self._fail(
+                f"server announced (graph, degree, threshold, min_survivors) = {announced}, but this client's "
+                f"configuration gives {(plan.graph.value, plan.degree, plan.threshold, plan.min_survivors)}"
+            )
+        ep = self._epoch
+        if ep is not None and ep.round == request.header.round and request.epoch <= ep.epoch:
+            raise self._fail(f"key epoch {request.epoch} does not follow epoch {ep.epoch} of round {ep.round}")
+        graph = NeighbourGraph.build(
+            kind=plan.graph, participants=participants, degree=plan.degree,
+            session=self.session, round=request.header.round, epoch=request.epoch,
+        )
+        keys, seed = RoundKeys.generate(), os.urandom(shamir.SECRET_BYTES)
+        self._epoch = _Epoch(request.header.round, request.epoch, plan, participants, graph, keys, seed)
+        lab = self._labels(self._epoch)
+        signed = sign_keys(
+            self.identity, **lab, client=self.client_id, share_public=keys.share_public,
+            mask_public=keys.mask_public, seed_commitment=seed_commitment(seed, **lab, client=self.client_id),
+        )
+        return AdvertiseResponse(self._header(request), signed)
+
+    # --- 2. share keys ---------------------------------------------------------------------
+    def _on_share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:
+        ep = self._current(request)
+        lab = self._labels(ep)
+        neighbours = ep.graph.of(self.client_id)
+        seen_keys = {ep.keys.share_public, ep.keys.mask_public}
+        for peer in request.peers:
+            if peer.client not in neighbours or peer.client in ep.peers:
+                raise self._fail(f"server sent keys of client {peer.client}, not a (new) neighbour")
+            verify_keys(peer, directory=self.directory, **lab)
+            if {peer.share_public, peer.mask_public} & seen_keys or peer.share_public == peer.mask_public:
+                raise self._fail(f"client {peer.client} advertises a public key already in use")
+            seen_keys |= {peer.share_public, peer.mask_public}
+            ep.peers[peer.client] = peer
+        for v, peer in ep.peers.items():
+            ep.sealing[v] = pair_key(ep.keys.share, peer.share_public, purpose=Purpose.SHARE_ENCRYPTION, **lab, a=self.client_id, b=v)
+            ep.pairwise[v] = pair_key(ep.keys.mask, peer.mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=self.client_id, b=v)
+        holders = sorted(ep.peers)
+        xs = [v + 1 for v in holders]
+        seed_shares = shamir.split(ep.seed, xs=xs, threshold=ep.plan.threshold)
+        key_shares = shamir.split(ep.keys.mask_private_bytes(), xs=xs, threshold=ep.plan.threshold)
+        sealed = tuple(
+            seal_for(
+                ep.sealing[v], seed_shares[v + 1] + key_shares[v + 1],
+                aad_purpose=Purpose.SHARE_AAD, **lab, owner=self.client_id, holder=v,
+            )
+            for v in holders
+        )
+        return ShareKeysResponse(self._header(request), sealed)
+
+    # --- 3. masked input -------------------------------------------------------------------
+    def _open_shares(self, ep: _Epoch, request: InputRequest) -> None:
+        if ep.shares_opened:
+            if request.shares:
+                raise self._fail("shares arrived again after the first sum of the epoch")
+            return
+        lab = self._labels(ep)
+        for sealed in request.shares:
+            if sealed.holder != self.client_id or sealed.owner not in ep.peers or sealed.owner in ep.held:
+                raise self._fail(f"unexpected share envelope from client {sealed.owner} to {sealed.holder}")
+            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **lab)
+            if len(payload) != SEALED_SHARES_BYTES:
+                raise self._fail(f"share envelope from client {sealed.owner} has {len(payload)} bytes")
+            ep.held[sealed.owner] = (payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :])
+        ep.shares_opened = True
+
+    def _check_live(self, ep: _Epoch, live: tuple[int, ...]) -> frozenset[int]:
+        members = frozenset(live)
+        if list(live) != sorted(members) or self.client_id not in members or not members <= set(ep.participants):
+            raise self._fail("live set must be sorted, unique, within the participants and include this client")
+        if ep.live is not None and not members <= ep.live:
+            raise self._fail(f"live set re-admits clients {sorted(members - ep.live)[:8]} that had dropped")
+        revealed = members & (ep.gave_seed_share | ep.gave_key_share)
+        if revealed:
+            raise self._fail(f"live set lists clients {sorted(revealed)[:8]} whose recovery secrets were revealed")
+        unkeyed = (members & ep.graph.of(self.client_id)) - set(ep.peers)
+        if unkeyed:
+            raise self._fail(f"live set lists neighbours {sorted(unkeyed)[:8]} whose signed keys never arrived")
+        if len(members) < ep.plan.min_survivors:
+            raise self._fail(f"live set of {len(members)} is below min_survivors={ep.plan.min_survivors}")
+        return members
+
+    def _on_input(self, request: InputRequest) -> InputResponse:
+        ep = self._current(request)
+        s = request.sum_index
+        if s <= ep.sum_index or (ep.round, s) <= self._done_sum:
+            raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
+        expected = self.config.mask.encoding(len(ep.participants), request.spec.size)
+        if request.encoding != expected:
+            raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
+        self._open_shares(ep, request)
+        live = self._check_live(ep, request.live)
+        x = self._contribution(request.spec)
+        codes, clipped = expected.encode(x)
+        y = np.empty(request.spec.size + 1, dtype=codes.dtype)
+        y[:-1] = codes
+        y[-1] = clipped
+        lab = self._labels(ep)
+        self._prg.add_into(y, self_mask_key(ep.seed, **lab, sum_index=s), stream_id=0, sign=1)
+        for v in sorted(live & ep.graph.of(self.client_id)):
+            self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
+        ep.sum_index, ep.spec, ep.encoding, ep.live = s, request.spec, expected, live
+        ep.survivors, ep.verified = None, False
+        return InputResponse(self._header(request), y, ())
+
+    # --- 4. consistency --------------------------------------------------------------------
+    def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
+        ep = self._current(request)
+        survivors = frozenset(request.survivors)
+        if ep.live is None or list(request.survivors) != sorted(survivors) or not survivors <= ep.live:
+            raise self._fail("survivor set must be sorted, unique and within the live set")
+        if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
+            raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
+        ep.survivors = survivors
+        statement = consistency_statement(**self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=request.survivors)
+        return ConsistencyResponse(self._header(request), self.identity.sign(statement))
+
+    # --- 5. unmask -------------------------------------------------------------------------
+    def _on_unmask(self, request: UnmaskRequest) -> UnmaskResponse:
+        ep = self._current(request)
+        if ep.survivors is None:
+            raise self._fail("unmask before the consistency check")
+        statement = consistency_statement(
+            **self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=tuple(sorted(ep.survivors))
+        )
+        signers = set()
+        for sig in request.signatures:
+            if sig.client not in ep.survivors or sig.client in signers:
+                raise self._fail(f"consistency signature from client {sig.client}, not a (new) survivor")
+            try:
+                verify_signature(self.directory[sig.client], sig.signature, statement)
+            except Exception as exc:
+                raise self._fail(f"consistency signature of client {sig.client} does not verify: the server showed clients different sets") from exc
+            signers.add(sig.client)
+        if len(signers) < ep.plan.min_survivors:
+            raise self._fail(f"only {len(signers)} consistency signatures, need {ep.plan.min_survivors}")
+        ep.verified = True
+        exposed_before = set(ep.exposed)
+        ep.exposed |= ep.survivors
+        shares = []
+        for owner in sorted((ep.live - ep.survivors) & set(ep.held)):
+            if owner in exposed_before:
+                raise self._fail(
+                    f"refusing to reveal client {owner}'s mask-key share: it contributed to an earlier sum of this key "
+                    "epoch, so its self-mask is known; the server must re-key instead"
+                )
+            if owner in ep.gave_seed_share:
+                raise self._fail(f"refusing to reveal client {owner}'s mask-key share after its seed share")
+            ep.gave_key_share.add(owner)
+            shares.append(Share(owner, ep.held[owner][1]))
+        key = self_mask_key(ep.seed, **self._labels(ep), sum_index=ep.sum_index)
+        return UnmaskResponse(self._header(request), key, tuple(shares))
+
+    # --- 6. recover ------------------------------------------------------------------------
+    def _on_recover(self, request: RecoverRequest) -> RecoverResponse:
+        ep = self._current(request)
+        missing = set(request.missing)
+        if not ep.verified or len(missing) != len(request.missing) or not missing <= ep.survivors or self.client_id in missing:
+            raise self._fail("recover request must name verified survivors other than this client, once each")
+        shares = []
+        for owner in sorted(missing & set(ep.held)):
+            if owner in ep.gave_key_share:
+                raise self._fail(f"refusing to reveal client {owner}'s seed share after its mask-key share")
+            ep.gave_seed_share.add(owner)
+            shares.append(Share(owner, ep.held[owner][0]))
+        return RecoverResponse(self._header(request), tuple(shares))
+
+    # --- 7. deliver ------------------------------------------------------------------------
+    def _on_deliver(self, request: DeliverRequest) -> Ack:
+        ep = self._current(request)
+        spec, encoding = ep.spec, ep.encoding
+        agg = request.aggregate
+        if not ep.verified or request.sum_index != ep.sum_index or frozenset(request.contributors) != ep.survivors:
+            raise self._fail(f"delivered sum {request.sum_index} does not match the verified sum {ep.sum_index}")
+        if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
+            raise self._fail("delivered aggregate has the wrong shape or dtype")
+        self._done_sum = (ep.round, ep.sum_index)
+        values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
+        clipped = encoding.decode_count(agg[-1])
+        self._finish(SumResult(spec, spec.unflatten(values), ep.survivors, clipped, encoding.error_bound(len(ep.survivors))))
+        return Ack(self._header(request))

@@ -1,0 +1,272 @@
+"""Wire messages of the secure-sum protocol, as frozen dataclasses.
+
+Field names match proto/secure_fedgraph/wire/secure_sum.proto one for one; the codec maps
+between them and tests/protocol/test_codec.py round-trips every message. Every message
+starts with a Header: session, round, step (strictly increasing per session, so replays are
+refused), stage and sender (-1 for the server).
+
+Request/response pairs, per stage (server -> client, client -> server):
+
+=============  ======================  =======================
+stage          request                 response
+=============  ======================  =======================
+ADVERTISE      AdvertiseRequest        AdvertiseResponse
+SHARE_KEYS     ShareKeysRequest        ShareKeysResponse
+KEY_DEAL       KeyDealRequest          KeyDealResponse
+KEY_INSTALL    KeyInstallRequest       Ack
+INPUT          InputRequest            InputResponse
+CONSISTENCY    ConsistencyRequest      ConsistencyResponse
+UNMASK         UnmaskRequest           UnmaskResponse
+RECOVER        RecoverRequest          RecoverResponse
+DELIVER        DeliverRequest          Ack
+=============  ======================  =======================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from secure_fedgraph.crypto.fixed_point import FixedPoint
+from secure_fedgraph.protocol.secure_sum.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.secure_sum.stages import Stage
+
+SERVER = -1
+
+__all__ = [
+    "SERVER",
+    "Header",
+    "SignedKeys",
+    "Sealed",
+    "Share",
+    "Signature",
+    "TensorSpec",
+    "SumSpec",
+    "FixedPoint",
+    "AdvertiseRequest",
+    "AdvertiseResponse",
+    "ShareKeysRequest",
+    "ShareKeysResponse",
+    "KeyDealRequest",
+    "KeyDealResponse",
+    "KeyInstallRequest",
+    "InputRequest",
+    "InputResponse",
+    "ConsistencyRequest",
+    "ConsistencyResponse",
+    "UnmaskRequest",
+    "UnmaskResponse",
+    "RecoverRequest",
+    "RecoverResponse",
+    "DeliverRequest",
+    "Ack",
+    "Message",
+    "REQUESTS",
+    "RESPONSES",
+]
+
+
+@dataclass(frozen=True)
+class Header:
+    session: bytes
+    round: int
+    step: int
+    stage: Stage
+    sender: int
+
+
+@dataclass(frozen=True)
+class SignedKeys:
+    """A client's round public keys, signed with its Ed25519 identity key."""
+
+    client: int
+    share_public: bytes
+    mask_public: bytes  # empty for ckks
+    seed_commitment: bytes  # SHA-256 commitment to the self-mask seed; empty for ckks
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """An AES-GCM envelope from ``owner`` to ``holder``, relayed by the server."""
+
+    owner: int
+    holder: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Share:
+    """A Shamir share of ``owner``'s secret, revealed to the server."""
+
+    owner: int
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Signature:
+    client: int
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class AdvertiseRequest:
+    header: Header
+    epoch: int
+    participants: tuple[int, ...]
+    graph: str
+    degree: int
+    threshold: int
+    min_survivors: int
+
+
+@dataclass(frozen=True)
+class AdvertiseResponse:
+    header: Header
+    keys: SignedKeys
+
+
+@dataclass(frozen=True)
+class ShareKeysRequest:
+    header: Header
+    peers: tuple[SignedKeys, ...]
+
+
+@dataclass(frozen=True)
+class ShareKeysResponse:
+    header: Header
+    sealed: tuple[Sealed, ...]
+
+
+@dataclass(frozen=True)
+class KeyDealRequest:
+    header: Header
+    peers: tuple[SignedKeys, ...]
+
+
+@dataclass(frozen=True)
+class KeyDealResponse:
+    header: Header
+    public_context: bytes
+    sealed: tuple[Sealed, ...]
+
+
+@dataclass(frozen=True)
+class KeyInstallRequest:
+    header: Header
+    dealer: SignedKeys
+    sealed: Sealed
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    header: Header
+    sum_index: int
+    spec: SumSpec
+    encoding: FixedPoint | None  # mask only
+    live: tuple[int, ...]
+    shares: tuple[Sealed, ...]  # mask: routed shares, on the first sum of a key epoch only
+
+
+@dataclass(frozen=True)
+class InputResponse:
+    header: Header
+    payload: np.ndarray | None  # plain: float vector; mask: ring vector
+    ciphertexts: tuple[bytes, ...]  # ckks
+
+
+@dataclass(frozen=True)
+class ConsistencyRequest:
+    header: Header
+    survivors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConsistencyResponse:
+    header: Header
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    header: Header
+    signatures: tuple[Signature, ...]
+
+
+@dataclass(frozen=True)
+class UnmaskResponse:
+    header: Header
+    self_mask_key: bytes
+    mask_key_shares: tuple[Share, ...]
+
+
+@dataclass(frozen=True)
+class RecoverRequest:
+    header: Header
+    missing: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RecoverResponse:
+    header: Header
+    self_seed_shares: tuple[Share, ...]
+
+
+@dataclass(frozen=True)
+class DeliverRequest:
+    header: Header
+    sum_index: int
+    contributors: tuple[int, ...]
+    aggregate: np.ndarray | None  # plain: float sum; mask: ring sum
+    ciphertexts: tuple[bytes, ...]  # ckks: encrypted sum
+    clipped: int | None
+
+
+@dataclass(frozen=True)
+class Ack:
+    header: Header
+
+
+Message = (
+    AdvertiseRequest
+    | AdvertiseResponse
+    | ShareKeysRequest
+    | ShareKeysResponse
+    | KeyDealRequest
+    | KeyDealResponse
+    | KeyInstallRequest
+    | InputRequest
+    | InputResponse
+    | ConsistencyRequest
+    | ConsistencyResponse
+    | UnmaskRequest
+    | UnmaskResponse
+    | RecoverRequest
+    | RecoverResponse
+    | DeliverRequest
+    | Ack
+)
+
+REQUESTS: dict[Stage, type] = {
+    Stage.ADVERTISE: AdvertiseRequest,
+    Stage.SHARE_KEYS: ShareKeysRequest,
+    Stage.KEY_DEAL: KeyDealRequest,
+    Stage.KEY_INSTALL: KeyInstallRequest,
+    Stage.INPUT: InputRequest,
+    Stage.CONSISTENCY: ConsistencyRequest,
+    Stage.UNMASK: UnmaskRequest,
+    Stage.RECOVER: RecoverRequest,
+    Stage.DELIVER: DeliverRequest,
+}
+RESPONSES: dict[Stage, type] = {
+    Stage.ADVERTISE: AdvertiseResponse,
+    Stage.SHARE_KEYS: ShareKeysResponse,
+    Stage.KEY_DEAL: KeyDealResponse,
+    Stage.KEY_INSTALL: Ack,
+    Stage.INPUT: InputResponse,
+    Stage.CONSISTENCY: ConsistencyResponse,
+    Stage.UNMASK: UnmaskResponse,
+    Stage.RECOVER: RecoverResponse,
+    Stage.DELIVER: Ack,
+}

@@ -1,0 +1,70 @@
+"""The plain backend: the baseline every secure backend is compared with.
+
+The server receives every client's tensor in the clear (threat_model.md claim P-CLEAR): use
+it only to measure what security costs, or where the inputs are not sensitive.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol.secure_sum.config import Backend
+from secure_fedgraph.protocol.secure_sum.messages import Ack, DeliverRequest, InputRequest, InputResponse
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
+from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.secure_sum.stages import Stage
+
+
+class PlainServer(ServerRole):
+    backend = Backend.PLAIN
+
+    def setup(self, round_index: int) -> StepGen[None]:
+        self._begin_round(round_index)
+        self._sum_index = 0
+        self.live = set(self.clients)
+        return
+        yield  # a generator with no steps: plain needs no key set-up
+
+    def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
+        index, self._sum_index = self._sum_index, self._sum_index + 1
+        total = np.zeros(spec.size, dtype=np.float64)
+
+        def accept(client: int, response: InputResponse) -> None:
+            x = response.payload
+            if x is None or x.shape != (spec.size,) or x.dtype.kind != "f":
+                raise ProtocolError(f"plain input of client {client}: expected a float vector of {spec.size}, got {None if x is None else (x.dtype, x.shape)}")
+            if not np.isfinite(x).all():
+                raise ProtocolError(f"plain input of client {client} contains NaN or infinity")
+            np.add(total, x, out=total)
+
+        self._require(len(self.live), self.config.survivors_needed(len(self.clients)), "remain live for a new sum")
+        live = tuple(sorted(self.live))
+        outcome = yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, None, live, ()) for c in live}, accept)
+        self._note(Stage.INPUT, outcome)
+        self.live = set(outcome.accepted)
+        self._require(len(outcome.accepted), self.config.survivors_needed(len(self.clients)), "sent inputs")
+        contributors = tuple(sorted(outcome.accepted))
+        outcome = yield self._step(
+            Stage.DELIVER, lambda h: {c: DeliverRequest(h, index, contributors, total, (), 0) for c in contributors}, lambda c, r: None
+        )
+        self.live &= set(outcome.accepted)
+        return SumResult(spec, spec.unflatten(total), frozenset(contributors), 0, 0.0)
+
+
+class PlainClient(ClientRole):
+    backend = Backend.PLAIN
+    round_entry = frozenset({Stage.INPUT})
+
+    def _on_input(self, request: InputRequest) -> InputResponse:
+        x = self._contribution(request.spec)
+        all_f32 = all(a.dtype == np.float32 for a in self._contributions[request.spec.name].values())
+        self._pending = (request.sum_index, request.spec)
+        return InputResponse(self._header(request), x.astype(np.float32 if all_f32 else np.float64), ())
+
+    def _on_deliver(self, request: DeliverRequest) -> Ack:
+        index, spec = self._pending
+        if request.sum_index != index or request.aggregate is None or request.aggregate.shape != (spec.size,):
+            raise ProtocolError(f"client {self.client_id}: the delivered aggregate does not match sum {index} ({spec.name})")
+        self._finish(SumResult(spec, spec.unflatten(np.asarray(request.aggregate, np.float64)), frozenset(request.contributors), request.clipped, 0.0))
+        return Ack(self._header(request))

@@ -1,0 +1,214 @@
+"""What every backend's server and client roles share: steps, headers, transition checks.
+
+A server role is written as generators of :class:`Step`: each step sends one request per
+client, then resumes with a :class:`StepOutcome` saying who answered, once every accepted
+answer has been passed to the step's ``accept`` callback (which validates it and folds it
+into the server state, so large uploads are summed as they arrive and never kept). A
+driver, in-process (:mod:`.local`) or over a network transport, executes the steps; the
+roles know nothing of transports.
+
+A client role is a state machine: :meth:`ClientRole.handle` checks the header and the stage
+transition before dispatching to one handler per stage (``_on_<stage>``).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from secure_fedgraph.crypto.keys import IdentityKey, SecretMaterial
+from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
+from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
+from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, as_array
+from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
+
+T = TypeVar("T")
+SESSION_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request per listed client; ``accept(client, response)`` absorbs each answer."""
+
+    stage: Stage
+    requests: Mapping[int, Message]
+    accept: Callable[[int, Message], None]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """Who answered a step: accepted answers, rejected ones (with the reason), and silence."""
+
+    accepted: frozenset[int]
+    rejected: Mapping[int, str] = field(default_factory=dict)
+    silent: frozenset[int] = frozenset()
+
+
+StepGen = Generator[Step, StepOutcome, T]
+
+
+def new_session_id() -> bytes:
+    """A fresh random session id; binds every signature, label and header to one run."""
+    return os.urandom(SESSION_BYTES)
+
+
+def check_directory(directory: Mapping[int, bytes]) -> dict[int, bytes]:
+    """Validate the identity directory: client id -> 32-byte Ed25519 public key."""
+    out = {}
+    for client, key in directory.items():
+        if isinstance(client, bool) or not isinstance(client, int) or client < 0:
+            raise ConfigError(f"client ids must be non-negative ints, got {client!r}")
+        if not isinstance(key, bytes) or len(key) != 32:
+            raise ConfigError(f"identity key of client {client} must be 32 bytes")
+        out[client] = key
+    return out
+
+
+class ServerRole(ABC):
+    """Server side of one backend for one session."""
+
+    backend: Backend
+
+    def __init__(self, config: SecureSumConfig, *, session: bytes, directory: Mapping[int, bytes], clients: list[int]) -> None:
+        if len(session) != SESSION_BYTES:
+            raise ConfigError(f"session id must be {SESSION_BYTES} bytes, got {len(session)}")
+        self.config = config
+        self.session = session
+        self.directory = check_directory(directory)
+        unknown = sorted(set(clients) - set(self.directory))
+        if unknown:
+            raise ConfigError(f"clients {unknown} have no identity key in the directory")
+        if len(set(clients)) != len(clients) or len(clients) < 2:
+            raise ConfigError(f"a secure sum needs at least 2 distinct clients, got {clients}")
+        self.clients = sorted(clients)
+        self.round = -1
+        self._step_no = 0
+        self._current_step = -1
+        self.log: list[str] = []  # stage-level events (ids, counts, reasons); never payloads
+
+    @abstractmethod
+    def setup(self, round_index: int) -> StepGen[None]:
+        """Start a round (key set-up where the backend needs one)."""
+
+    @abstractmethod
+    def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
+        """One secure sum within the current round."""
+
+    def _begin_round(self, round_index: int) -> None:
+        if round_index <= self.round:
+            raise ConfigError(f"round {round_index} does not follow round {self.round}")
+        self.round = round_index
+
+    def _step(self, stage: Stage, build: Callable[[Header], Mapping[int, Message]], accept: Callable[[int, Any], None]) -> Step:
+        """Make a step with a fresh step number; wrap ``accept`` with the header checks."""
+        self._step_no += 1
+        self._current_step = self._step_no
+        header = Header(self.session, self.round, self._step_no, stage, SERVER)
+        expected = RESPONSES[stage]
+
+        def checked(client: int, response: Message) -> None:
+            if type(response) is not expected:
+                raise ProtocolError(f"{stage.value}: expected {expected.__name__}, got {type(response).__name__}")
+            h = response.header
+            if h.session != self.session:
+                raise ProtocolError(f"{stage.value}: response from client {client} belongs to another session")
+            if (h.round, h.step, h.stage) != (self.round, self._current_step, stage):
+                raise ProtocolError(
+                    f"{stage.value}: response from client {client} is for round {h.round} step {h.step} "
+                    f"({h.stage.value}), expected round {self.round} step {self._current_step} (a replay or a late answer)"
+                )
+            if h.sender != client:
+                raise ProtocolError(f"{stage.value}: client {client} sent a message claiming to be from {h.sender}")
+            accept(client, response)
+
+        return Step(stage, build(header), checked)
+
+    def _require(self, count: int, needed: int, what: str) -> None:
+        if count < needed:
+            self.log.append(f"round {self.round}: abort: {what}: {count} < {needed}")
+            raise DropoutError(
+                f"round {self.round}: only {count} clients {what}, fewer than the {needed} required "
+                "(min_survivors / threshold); no aggregate is released"
+            )
+
+    def _note(self, stage: Stage, outcome: StepOutcome) -> None:
+        parts = [f"round {self.round} {stage.value}: {len(outcome.accepted)} answered"]
+        if outcome.silent:
+            parts.append(f"silent {sorted(outcome.silent)}")
+        if outcome.rejected:
+            parts.append("rejected " + "; ".join(f"{c}: {r}" for c, r in sorted(outcome.rejected.items())))
+        self.log.append(", ".join(parts))
+
+
+class ClientRole(SecretMaterial, ABC):
+    """Client side of one backend for one session. Holds secrets: no repr, no pickle."""
+
+    backend: Backend
+    round_entry: frozenset[Stage]  # stages that may open a new round
+
+    def __init__(
+        self,
+        config: SecureSumConfig,
+        *,
+        client_id: int,
+        session: bytes,
+        identity: IdentityKey,
+        directory: Mapping[int, bytes],
+    ) -> None:
+        self.config = config
+        self.client_id = client_id
+        self.session = session
+        self.identity = identity
+        self.directory = check_directory(directory)
+        if self.directory.get(client_id) != identity.public_bytes:
+            raise ConfigError(f"the directory's identity key for client {client_id} is not this client's key")
+        self.state: Stage | None = None
+        self.round = -1
+        self._last_step = 0
+        self._contributions: dict[str, Any] = {}
+        self.results: list[SumResult] = []
+
+    def contribute(self, name: str, tensors: Mapping[str, Any]) -> None:
+        """Stage this client's tensors for the sum called ``name`` (used when the server asks)."""
+        self._contributions[name] = {k: as_array(v) for k, v in tensors.items()}
+
+    def _contribution(self, spec: SumSpec):
+        if spec.name not in self._contributions:
+            raise ProtocolError(f"client {self.client_id}: the server asked for sum {spec.name!r}, which this client has not contributed to")
+        return spec.flatten(self._contributions[spec.name])
+
+    def handle(self, request: Message) -> Message:
+        """Check header and transition, then run the stage's handler; returns the response."""
+        h = getattr(request, "header", None)
+        if h is None or REQUESTS.get(h.stage) is not type(request):
+            raise ProtocolError(f"client {self.client_id}: {type(request).__name__} is not a request for stage {getattr(h, 'stage', None)}")
+        if h.session != self.session or h.sender != SERVER:
+            raise ProtocolError(f"client {self.client_id}: request from another session or not from the server")
+        if h.step <= self._last_step:
+            raise ProtocolError(f"client {self.client_id}: step {h.step} is not after step {self._last_step} (replayed or reordered request)")
+        if h.stage not in TRANSITIONS[self.backend][self.state]:
+            raise ProtocolError(
+                f"client {self.client_id}: unexpected stage {h.stage.value} after {self.state.value if self.state else 'start'}"
+            )
+        if h.round < self.round or (h.round > self.round and h.stage not in self.round_entry):
+            raise ProtocolError(f"client {self.client_id}: request for round {h.round} at stage {h.stage.value} while in round {self.round}")
+        self._last_step = h.step
+        response = getattr(self, f"_on_{h.stage.value}")(request)
+        self.round, self.state = h.round, h.stage
+        return response
+
+    def _header(self, request: Message) -> Header:
+        h = request.header
+        return Header(self.session, h.round, h.step, h.stage, self.client_id)
+
+    def _finish(self, result: SumResult) -> None:
+        self.results.append(result)
+        self._contributions.pop(result.spec.name, None)
+
+    @property
+    def last_result(self) -> SumResult | None:
+        return self.results[-1] if self.results else None

@@ -1,0 +1,119 @@
+"""What is summed (SumSpec: named tensors and their shapes) and what comes out (SumResult)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from secure_fedgraph.errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:/\-]{1,128}$")
+
+
+def as_array(value: Any) -> np.ndarray:
+    """Accept numpy arrays, torch tensors (detached, moved to CPU) and nested lists."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One named tensor of a sum."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ConfigError(f"tensor name {self.name!r} must match {_NAME.pattern}")
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in self.shape):
+            raise ConfigError(f"tensor {self.name!r}: shape must be non-negative ints, got {self.shape!r}")
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class SumSpec:
+    """A named secure sum over several named tensors, laid out in this order on the wire."""
+
+    name: str
+    tensors: tuple[TensorSpec, ...]
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ConfigError(f"sum name {self.name!r} must match {_NAME.pattern}")
+        names = [t.name for t in self.tensors]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"sum {self.name!r} names a tensor twice: {names}")
+        if not self.tensors:
+            raise ConfigError(f"sum {self.name!r} has no tensors")
+
+    @classmethod
+    def of(cls, name: str, tensors: Mapping[str, Any]) -> SumSpec:
+        """The spec matching a mapping of name -> array (in the mapping's order)."""
+        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()))
+
+    @property
+    def size(self) -> int:
+        return sum(t.size for t in self.tensors)
+
+    def flatten(self, tensors: Mapping[str, Any]) -> np.ndarray:
+        """Concatenate the tensors in spec order as one float64 vector.
+
+        Raises:
+            ConfigError: a missing, extra or wrongly shaped tensor (named in the message).
+        """
+        expected = {t.name for t in self.tensors}
+        if set(tensors) != expected:
+            raise ConfigError(
+                f"sum {self.name!r} expects tensors {sorted(expected)}, got {sorted(tensors)}"
+            )
+        parts = []
+        for t in self.tensors:
+            array = as_array(tensors[t.name])
+            if tuple(array.shape) != t.shape:
+                raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has shape {tuple(array.shape)}, expected {t.shape}")
+            if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
+                raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has dtype {array.dtype}, expected a real number type")
+            parts.append(array.astype(np.float64, copy=False).ravel())
+        return np.concatenate(parts)
+
+    def unflatten(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        """Split a flat vector back into named tensors (copies)."""
+        if vector.shape != (self.size,):
+            raise ConfigError(f"sum {self.name!r}: expected a vector of {self.size} values, got shape {vector.shape}")
+        out, offset = {}, 0
+        for t in self.tensors:
+            out[t.name] = vector[offset : offset + t.size].reshape(t.shape).copy()
+            offset += t.size
+        return out
+
+
+@dataclass(frozen=True)
+class SumResult:
+    """The outcome of one secure sum, as one party sees it.
+
+    Attributes:
+        spec: what was summed.
+        values: name -> float64 sum, or None where this party may not see the sum (the
+            server with the ckks backend).
+        contributors: the clients whose inputs the sum contains.
+        clipped: total number of input values clipped to the range, over all contributors
+            (None where this party cannot know it).
+        error_bound: stated absolute error per element versus the float64 sum of the
+            clipped inputs.
+    """
+
+    spec: SumSpec
+    values: Mapping[str, np.ndarray] | None
+    contributors: frozenset[int]
+    clipped: int | None
+    error_bound: float

@@ -1,0 +1,55 @@
+"""Stage names and, per backend, which request stage may follow which (the transition tables).
+
+A client role is a state machine: its state is the stage of the last request it answered
+(``None`` before the first). A request whose stage is not in ``TRANSITIONS[backend][state]``
+is refused with a ProtocolError before any of its content is looked at. Replays are refused
+separately, by the strictly increasing step number in every header.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from secure_fedgraph.protocol.secure_sum.config import Backend
+
+
+class Stage(enum.Enum):
+    """Every step of every backend. Values are the names used on the wire."""
+
+    ADVERTISE = "advertise"  # clients publish signed round keys
+    SHARE_KEYS = "share_keys"  # mask: clients seal Shamir shares to neighbours
+    KEY_DEAL = "key_deal"  # ckks: the dealer makes the context, seals it to peers
+    KEY_INSTALL = "key_install"  # ckks: peers open and install the secret context
+    INPUT = "input"  # clients upload their (masked / encrypted / plain) input
+    CONSISTENCY = "consistency"  # mask: survivors sign the survivor set
+    UNMASK = "unmask"  # mask: survivors reveal self-mask keys and dropped peers' key shares
+    RECOVER = "recover"  # mask: survivors give self-mask seed shares of silent survivors
+    DELIVER = "deliver"  # the aggregate (plain / ring sum / ciphertexts) goes to clients
+
+
+_S = Stage
+TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
+    Backend.PLAIN: {
+        None: frozenset({_S.INPUT}),
+        _S.INPUT: frozenset({_S.DELIVER, _S.INPUT}),
+        _S.DELIVER: frozenset({_S.INPUT}),
+    },
+    Backend.MASK: {
+        None: frozenset({_S.ADVERTISE}),
+        _S.ADVERTISE: frozenset({_S.SHARE_KEYS, _S.ADVERTISE}),
+        _S.SHARE_KEYS: frozenset({_S.INPUT, _S.ADVERTISE}),
+        _S.INPUT: frozenset({_S.CONSISTENCY, _S.ADVERTISE}),
+        _S.CONSISTENCY: frozenset({_S.UNMASK, _S.ADVERTISE}),
+        _S.UNMASK: frozenset({_S.RECOVER, _S.DELIVER, _S.ADVERTISE}),
+        _S.RECOVER: frozenset({_S.DELIVER, _S.ADVERTISE}),
+        _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE}),
+    },
+    Backend.CKKS: {
+        None: frozenset({_S.ADVERTISE}),
+        _S.ADVERTISE: frozenset({_S.KEY_DEAL, _S.KEY_INSTALL, _S.ADVERTISE}),
+        _S.KEY_DEAL: frozenset({_S.INPUT, _S.ADVERTISE}),
+        _S.KEY_INSTALL: frozenset({_S.INPUT, _S.ADVERTISE}),
+        _S.INPUT: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
+        _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE}),
+    },
+}

@@ -1,0 +1,1 @@
+"""Generated protobuf modules (from proto/). Never edit by hand: run `make protos`."""

@@ -1,0 +1,1 @@
+"""Server runtime (gRPC servicer, sessions, transcript). Installed as ``secure_fedgraph.server``."""
