@@ -56,6 +56,10 @@ class PlainClient(ClientRole):
     backend = Backend.PLAIN
     round_entry = frozenset({Stage.INPUT})
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: tuple[int, SumSpec] | None = None
+
     def _on_input(self, request: InputRequest) -> InputResponse:
         x = self._contribution(request.spec)
         all_f32 = all(a.dtype == np.float32 for a in self._contributions[request.spec.name].values())
@@ -63,6 +67,8 @@ class PlainClient(ClientRole):
         return InputResponse(self._header(request), x.astype(np.float32 if all_f32 else np.float64), ())
 
     def _on_deliver(self, request: DeliverRequest) -> Ack:
+        if self._pending is None:
+            raise ProtocolError(f"client {self.client_id}: an aggregate was delivered for a sum this client has not contributed to")
         index, spec = self._pending
         if request.sum_index != index or request.aggregate is None or request.aggregate.shape != (spec.size,):
             raise ProtocolError(f"client {self.client_id}: the delivered aggregate does not match sum {index} ({spec.name})")

@@ -1,0 +1,112 @@
+"""CKKS backend: the server holds no secret key; keys are fresh per run; wrong keys fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tenseal as ts
+
+from secure_fedgraph.crypto.ckks import SecretContext
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, local_session
+from secure_fedgraph.protocol.secure_sum import codec
+from secure_fedgraph.protocol.secure_sum.messages import KeyDealResponse
+from tests.helpers import make_inputs, max_error, plain_sum
+
+CKKS = SecureSumConfig(backend=Backend.CKKS)
+
+
+def test_server_context_has_no_secret_key():
+    session = local_session(CKKS, range(4), record=True)
+    session.start_round()
+    assert session.server.context.has_secret_key is False
+    (deal,) = [codec.decode(d) for s, _, d in session.runner.received if s is Stage.KEY_DEAL]
+    assert isinstance(deal, KeyDealResponse)
+    received = ts.context_from(deal.public_context)
+    assert not received.has_secret_key() and not received.is_private()
+    with pytest.raises(ValueError, match="doesn't support encryption"):  # parameters only: no key at all
+        ts.ckks_vector(received, [1.0])
+
+
+def test_secret_context_never_crosses_the_server_in_clear():
+    session = local_session(CKKS, range(4), record=True)
+    session.start_round()
+    dealer = session.clients[0]
+    secret = dealer._context.secret_bytes()
+    key_material = secret[len(secret) // 2 : len(secret) // 2 + 64]  # a slice of the serialised secret key
+    for _, _, data in session.runner.received:
+        assert key_material not in data
+    # and every client ended up with the same key: all decrypt the same aggregate
+    inputs = make_inputs(range(4))
+    session.secure_sum("s", inputs)
+    reference = plain_sum(inputs, range(4))
+    for client in session.clients.values():
+        assert max_error(client.last_result.values, reference) <= client.last_result.error_bound
+
+
+def test_decrypting_with_a_wrong_key_fails():
+    session = local_session(CKKS, range(3), record=True)
+    session.start_round()
+    inputs = make_inputs(range(3))
+    session.secure_sum("s", inputs)
+    (ciphertexts,) = [codec.decode(d).ciphertexts for s, c, d in session.runner.received if s is Stage.INPUT and c == 2]
+    values, _ = session.clients[1]._context.decrypt_sum(ciphertexts, n_values=27, n_contributors=1)
+    assert max_error({"all": values}, {"all": np.concatenate([v.ravel() for v in inputs[2].values()])}) < 1e-6
+    other = SecretContext.generate(CKKS.ckks.params)  # a client holding a different key
+    with pytest.raises(ProtocolError, match="integrity check"):
+        other.decrypt_sum(ciphertexts, n_values=27, n_contributors=1)
+
+
+def test_keys_are_fresh_per_run():
+    runs = []
+    for _ in range(2):
+        session = local_session(CKKS, range(3), record=True)
+        session.start_round()
+        session.secure_sum("s", make_inputs(range(3)))
+        blobs = [codec.decode(d).ciphertexts for s, c, d in session.runner.received if s is Stage.INPUT and c == 0]
+        runs.append((session, blobs[0]))
+    (first, ciphertexts), (second, _) = runs
+    with pytest.raises(ProtocolError, match="integrity check"):
+        second.clients[0]._context.decrypt_sum(ciphertexts, n_values=27, n_contributors=1)
+    values, _ = first.clients[1]._context.decrypt_sum(ciphertexts, n_values=27, n_contributors=1)
+    assert np.isfinite(values).all()
+
+
+def test_dealer_dropping_hands_the_deal_to_the_next_client():
+    session = local_session(CKKS, range(5), drop={Stage.KEY_DEAL: {0}})
+    session.start_round()
+    inputs = make_inputs(range(5))
+    session.secure_sum("s", inputs)
+    result = session.clients[1].last_result
+    assert result.contributors == frozenset({1, 2, 3, 4})
+    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound
+
+
+@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.KEY_INSTALL, Stage.INPUT], ids=lambda s: s.value)
+def test_dropouts(stage):
+    session = local_session(CKKS, range(5), drop={stage: {3, 4}})
+    session.start_round()
+    inputs = make_inputs(range(5))
+    session.secure_sum("s", inputs)
+    result = session.clients[0].last_result
+    assert result.contributors == frozenset({0, 1, 2})
+    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound
+
+
+def test_a_malformed_ciphertext_is_rejected_and_the_sum_goes_on():
+    def corrupt(direction, stage, client, data):
+        if (direction, stage, client) == ("up", Stage.INPUT, 2):
+            response = codec.decode(data)
+            import dataclasses
+
+            return codec.encode(dataclasses.replace(response, ciphertexts=(b"not a ciphertext",) * len(response.ciphertexts)))
+        return data
+
+    session = local_session(CKKS, range(4), intercept=corrupt)
+    session.start_round()
+    inputs = make_inputs(range(4))
+    session.secure_sum("s", inputs)
+    result = session.clients[0].last_result
+    assert result.contributors == frozenset({0, 1, 3})
+    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound
+    assert any("rejected 2:" in line and "malformed CKKS ciphertext" in line for line in session.server.log)

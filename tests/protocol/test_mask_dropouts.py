@@ -1,0 +1,137 @@
+"""Mask backend: the round completes when clients drop at ANY stage, down to the threshold.
+
+Flower's SecAgg+ aborts when a client drops during its first two stages; these tests drop
+1 and n - t clients at each stage (advertise, share keys, masked input, consistency,
+unmask, recover, deliver) and check the sum over the survivors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from secure_fedgraph.errors import DropoutError
+from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, local_session
+from tests.helpers import make_inputs, max_error, plain_sum
+
+N = 7
+T = N // 2 + 1  # default threshold and min_survivors: a majority
+EARLY = (Stage.ADVERTISE, Stage.SHARE_KEYS, Stage.INPUT)  # dropped before their input was summed
+LATE = (Stage.CONSISTENCY, Stage.UNMASK)  # dropped after it: their input is in the sum
+
+
+def _run(drop, *, n=N, config=None, sums=1):
+    session = local_session(config or SecureSumConfig(backend=Backend.MASK), range(n), drop=drop)
+    session.start_round()
+    results = []
+    for k in range(sums):
+        inputs = make_inputs(range(n), seed=k)
+        result = session.secure_sum(f"s{k}", inputs)
+        assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+        results.append(result)
+    return session, results
+
+
+def _dropped_sets(n=N, t=T):
+    return {"one": {3}, "n-t": set(range(0, 2 * (n - t), 2))}
+
+
+@pytest.mark.parametrize("stage", EARLY + LATE, ids=lambda s: s.value)
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_at_each_stage(stage, which):
+    dropped = _dropped_sets()[which]
+    session, (first, second) = _run({stage: dropped}, sums=2)
+    survivors = frozenset(range(N)) - dropped
+    expected_first = survivors if stage in EARLY else frozenset(range(N))
+    assert first.contributors == expected_first
+    assert second.contributors == survivors  # a dropped client never comes back within the round
+    for c in survivors:  # every survivor got the same aggregate
+        np.testing.assert_array_equal(session.clients[c].last_result.values["weight"], second.values["weight"])
+
+
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_during_recover(which):
+    """Some clients go silent at unmask (recover needed), others during recover itself."""
+    silent_at_unmask = {6}
+    silent_at_recover = {0} if which == "one" else set(range(N - T - 1))
+    session, (result,) = _run({Stage.UNMASK: silent_at_unmask, Stage.RECOVER: silent_at_recover})
+    assert result.contributors == frozenset(range(N))
+    assert any("recover" in line for line in session.server.log)
+
+
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_during_deliver_affects_the_next_sum_only(which):
+    dropped = _dropped_sets()[which]
+    _, (first, second) = _run({Stage.DELIVER: dropped}, sums=2)
+    assert first.contributors == frozenset(range(N))
+    assert second.contributors == frozenset(range(N)) - dropped
+
+
+def test_adjacent_dropouts_at_two_stages():
+    _, (result,) = _run({Stage.SHARE_KEYS: {1}, Stage.INPUT: {2}, Stage.UNMASK: {3}})
+    assert result.contributors == frozenset(range(N)) - {1, 2}
+
+
+def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
+    """Client 4 contributes to sum 0, then drops before sum 1's input: its mask key must stay
+    secret (its sum-0 self-mask is known), so the server re-keys the survivors and redoes sum 1."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(N), seed=1))
+    session.runner.drop = {Stage.INPUT: {4}}
+    inputs = make_inputs(range(N), seed=2)
+    result = session.secure_sum("b", inputs)
+    assert result.contributors == frozenset(range(N)) - {4}
+    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+    assert any("re-keying" in line for line in session.server.log)
+    assert not any(kinds for (_, _, client), kinds in session.server.revealed.items() if client == 4)
+
+
+def test_below_threshold_fails_clearly_and_releases_nothing():
+    dropped = set(range(N - T + 1))  # one more than the protocol tolerates
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.INPUT: dropped})
+    session.start_round()
+    with pytest.raises(DropoutError, match=r"only 3 clients sent masked inputs, fewer than the 4 required.*no aggregate is released"):
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.CONSISTENCY, Stage.UNMASK], ids=lambda s: s.value)
+def test_below_threshold_at_other_stages(stage):
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={stage: set(range(N - T + 1))})
+    with pytest.raises(DropoutError, match="fewer than the 4 required"):
+        session.start_round()
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+def test_server_never_obtains_both_recovery_secrets():
+    """Over dropouts at every stage, each client's seed or its mask key may be rebuilt, never both."""
+    for stage in (Stage.INPUT,) + LATE:  # the stages after which the server must recover secrets
+        session, _ = _run({stage: {1, 5}}, sums=2)
+        assert {client for (_, _, client) in session.server.revealed} == {1, 5}
+        assert all(len(kinds) == 1 for kinds in session.server.revealed.values())
+
+
+def test_sparse_graph_dropouts():
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=6))
+    for stage in (Stage.SHARE_KEYS, Stage.INPUT, Stage.UNMASK):
+        session, (result,) = _run({stage: {2, 3, 17}}, n=24, config=config)
+        assert len(result.contributors) >= 21
+
+
+def test_sparse_neighbourhood_too_small_to_recover_names_the_client():
+    """Sparse graph: dropping a client and most of its neighbours leaves too few share holders."""
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))
+    probe = local_session(config, range(20))
+    probe.start_round()
+    neighbours = sorted(probe.server._graph.of(0))
+    # keys are per session, but the graph depends only on (session, round, epoch, participants)
+    session = local_session(config, range(20))
+    session.server.session = probe.server.session
+    for client in session.clients.values():
+        client.session = probe.server.session
+    session.runner.drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:3])}
+    session.start_round()
+    with pytest.raises(DropoutError, match="client 0's mask_key"):
+        session.secure_sum("s", make_inputs(range(20)))
