@@ -136,7 +136,8 @@ class CkksServer(ServerRole):
         )
         self._note(Stage.DELIVER, outcome)
         self.live &= set(outcome.accepted)
-        return SumResult(spec, None, frozenset(contributors), None, params.error_bound(len(contributors)))
+        bound = params.error_bound(len(contributors), clip_range=self.config.ckks.clip_range)
+        return SumResult(spec, None, frozenset(contributors), None, bound)
 
 
 class CkksClient(ClientRole):
@@ -210,7 +211,7 @@ class CkksClient(ClientRole):
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not the one this client contributed to")
         _, spec = self._pending
         values, clipped = self._context.decrypt_sum(request.ciphertexts, n_values=spec.size, n_contributors=len(request.contributors))
-        bound = self.config.ckks.params.error_bound(len(request.contributors))
+        bound = self.config.ckks.params.error_bound(len(request.contributors), clip_range=self.config.ckks.clip_range)
         self._finish(SumResult(spec, spec.unflatten(values), frozenset(request.contributors), clipped, bound))
         self._pending = None
         return Ack(self._header(request))

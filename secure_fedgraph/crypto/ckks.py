@@ -86,14 +86,16 @@ class CkksParams:
                 f"scale_bits or clip_range, or use larger coeff_mod_bit_sizes (e.g. the 'standard' preset)"
             )
 
-    def error_bound(self, n_clients: int) -> float:
+    def error_bound(self, n_clients: int, *, clip_range: float) -> float:
         """Stated absolute error per element of a decrypted sum of n fresh encryptions.
 
-        A fresh ciphertext's noise, read through the canonical embedding, stays below
-        N * 2^-scale_bits per slot with overwhelming probability (about 6 sigma * sqrt(N) with
-        sigma = 3.2, rounded up to N); additions add the errors. tests/crypto/test_ckks.py checks it.
+        Two parts per ciphertext: the encryption noise, read through the canonical embedding,
+        stays below N * 2^-scale_bits per slot with overwhelming probability (about
+        6 sigma sqrt(N) with sigma = 3.2, rounded up to N); and the float64 FFTs of encoding
+        and decoding lose about 2^-50 relative to the values, bounded here by
+        max(clip_range, 1) * 2^-45. Additions add the errors. tests/crypto/test_ckks.py checks it.
         """
-        return n_clients * self.poly_modulus_degree * 2.0**-self.scale_bits
+        return n_clients * (self.poly_modulus_degree * 2.0**-self.scale_bits + max(clip_range, 1.0) * 2.0**-45)
 
 
 PRESETS = {

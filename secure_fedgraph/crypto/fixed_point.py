@@ -4,8 +4,10 @@ A value x is clipped to [-clip_range, clip_range] and encoded as q = round(x * 2
 in two's complement. A sum of n encodings decodes exactly as long as
 n * round(clip_range * 2^precision_bits) < 2^(ring_bits - 1); :meth:`FixedPoint.for_sum`
 checks that before a round and raises :class:`CapacityError` naming the parameter to change.
-Per element, rounding costs at most 2^-(precision_bits+1), so a sum of n is within
-n * 2^-(precision_bits+1) <= n * 2^-precision_bits of the float64 sum of the clipped inputs.
+Per element, rounding costs at most 2^-(precision_bits+1), and reading the exact integer sum
+back as float64 at most half an ulp of a value below n * clip_range, so a sum of n is within
+n * 2^-(precision_bits+1) + n * clip_range * 2^-53 of the exact sum of the clipped inputs (the
+second term only matters when the summed codes pass 2^53).
 Values outside the range are clipped and counted, never wrapped (threat_model.md claim M-RANGE).
 """
 
@@ -51,7 +53,7 @@ class FixedPoint:
     ring_bits: int
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.clip_range, int | float) and math.isfinite(self.clip_range) and self.clip_range > 0):
+        if isinstance(self.clip_range, bool) or not (isinstance(self.clip_range, int | float) and math.isfinite(self.clip_range) and self.clip_range > 0):
             raise ConfigError(f"clip_range must be a finite number > 0, got {self.clip_range!r}")
         if isinstance(self.precision_bits, bool) or not isinstance(self.precision_bits, int) or not 0 <= self.precision_bits <= 62:
             raise ConfigError(f"precision_bits must be an int in [0, 62], got {self.precision_bits!r}")
@@ -105,8 +107,9 @@ class FixedPoint:
         return n_clients * self.max_code < limit and n_clients * count_lane_max < limit
 
     def error_bound(self, n_clients: int) -> float:
-        """Stated absolute error of a decoded sum of n clipped inputs, per element."""
-        return n_clients * 2.0 ** -(self.precision_bits + 1)
+        """Stated absolute error of a decoded sum of n clipped inputs, per element: fixed-point
+        rounding plus the float64 read-back of the integer sum."""
+        return n_clients * (2.0 ** -(self.precision_bits + 1) + self.clip_range * 2.0**-53)
 
     def encode(self, values: np.ndarray) -> tuple[np.ndarray, int]:
         """Clip, scale, round; return (ring elements, number of clipped values)."""

@@ -49,6 +49,8 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
         elif isinstance(field, str):
             payload, tag = field.encode("utf-8"), b"s"
         elif isinstance(field, int):
+            if not -(2**63) <= field < 2**63:
+                raise ValueError(f"int label field {field} is outside the signed 64-bit range")
             payload, tag = struct.pack(">q", field), b"i"
         elif isinstance(field, Iterable):
             items = list(field)

@@ -64,6 +64,8 @@ class MaskPRG:
             raise ValueError(f"PRG key must be {KEY_BYTES} bytes, got {len(key)}")
         if not 0 <= stream_id < 2**64:
             raise ValueError(f"stream_id must be in [0, 2^64), got {stream_id}")
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
         dtype = ring_dtype(ring_bits)
         nbytes = count * dtype.itemsize
         zeros, out = self._scratch(nbytes)
@@ -72,11 +74,13 @@ class MaskPRG:
         written = encryptor.update_into(zeros, out)
         if written != nbytes:  # CTR is a stream mode: every byte comes out at once
             raise RuntimeError(f"AES-CTR wrote {written} of {nbytes} bytes")
-        return np.frombuffer(out, dtype=dtype, count=count)
+        view = np.frombuffer(out, dtype=dtype, count=count)
+        view.flags.writeable = False
+        return view
 
     def add_into(self, acc: np.ndarray, key: bytes, *, stream_id: int, sign: int) -> None:
         """acc += sign * PRG(key, stream_id) in the ring of ``acc``'s dtype (wrap-around)."""
-        stream = self.keystream(key, stream_id=stream_id, count=acc.size, ring_bits=acc.dtype.itemsize * 8)
+        stream = self.keystream(key, stream_id=stream_id, count=acc.size, ring_bits=acc.dtype.itemsize * 8).reshape(acc.shape)
         if sign == 1:
             np.add(acc, stream, out=acc)
         elif sign == -1:

@@ -53,6 +53,8 @@ def combine(shares: Mapping[int, bytes], *, threshold: int) -> bytes:
         ValueError: fewer than ``threshold`` shares, a malformed share, or shares that do not
             interpolate to a 32-byte secret (corrupted or from different sharings).
     """
+    if threshold < 1:
+        raise ValueError(f"threshold must be >= 1, got {threshold}")
     if len(shares) < threshold:
         raise ValueError(f"need {threshold} shares to recover the secret, got {len(shares)}")
     points = sorted(shares.items())[:threshold]

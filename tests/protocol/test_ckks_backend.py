@@ -110,3 +110,22 @@ def test_a_malformed_ciphertext_is_rejected_and_the_sum_goes_on():
     assert result.contributors == frozenset({0, 1, 3})
     assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound
     assert any("rejected 2:" in line and "malformed CKKS ciphertext" in line for line in session.server.log)
+
+
+def test_count_lane_is_not_a_mac():
+    """A stated limitation (threat_model.md C-WRONGKEY, Not claimed): a deviating server can
+    shift the encrypted sum by a plaintext offset without the key, and the count lane passes.
+    If an integrity check is ever added, this test must change together with the claim."""
+    session = local_session(CKKS, range(3), record=True)
+    session.start_round()
+    inputs = make_inputs(range(3))
+    session.secure_sum("s", inputs)
+    params = CKKS.ckks.params
+    uploads = [codec.decode(d).ciphertexts for s, c, d in session.runner.received if s is Stage.INPUT]
+    total = None
+    for blobs in uploads:
+        total = session.server.context.add(total, [session.server.context.load(b) for b in blobs])
+    shifted = [v + ([100.0] * 27 + [0.0] * (v.size() - 27)) for v in total]  # the data slots only
+    values, _ = session.clients[0]._context.decrypt_sum([v.serialize() for v in shifted], n_values=27, n_contributors=3)
+    reference = np.concatenate([plain_sum(inputs, range(3))[k].ravel() for k in ("weight", "bias", "cube")])
+    np.testing.assert_allclose(values, reference + 100.0, atol=params.error_bound(3, clip_range=8.0))

@@ -38,8 +38,8 @@ def test_sum_matches_plaintext(backend, n):
 def test_stated_error_bounds(backend):
     bound = {
         Backend.PLAIN: 0.0,
-        Backend.MASK: 10 * 2.0**-21,  # n * 2^-(precision_bits + 1)
-        Backend.CKKS: 10 * 8192 * 2.0**-40,  # n * N * 2^-scale_bits
+        Backend.MASK: 10 * (2.0**-21 + 8.0 * 2.0**-53),  # n * (2^-(precision_bits + 1) + clip_range * 2^-53)
+        Backend.CKKS: 10 * (8192 * 2.0**-40 + 8.0 * 2.0**-45),  # n * (N * 2^-scale_bits + clip_range * 2^-45)
     }[backend]
     session = local_session(config_for(backend), range(10))
     session.start_round()
