@@ -73,7 +73,7 @@ def run(config: DemoConfig, out: Callable[[str], None] = print) -> bool:
         out(f"  client {first_client}'s upload: {y.size} elements of Z_2^{8 * y.dtype.itemsize}, first ones {y[:4].tolist()}")
         out(f"  its bytes look uniform (chi-square p = {p_uniform:.2f}); correlation with the true input r = {r:+.4f}")
         checks.append(("uploads are uniform and uncorrelated with inputs", p_uniform > 1e-3 and abs(r) < 0.05))
-        for (round_index, epoch, client), kinds in sorted(session.server.revealed.items()):
+        for (_, _, client), kinds in sorted(session.server.revealed.items()):
             secrets = " and ".join(sorted(kind.replace("_", " ") for kind in kinds))
             out(f"  recovered for dropped client {client}: its {secrets} from Shamir shares (never both)")
         checks.append(("no client had both recovery secrets rebuilt", all(len(k) == 1 for k in session.server.revealed.values())))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, MaskConfig, SecureSumConfig
@@ -34,3 +36,23 @@ def max_error(values, reference) -> float:
 def config_for(backend: Backend, **mask_kwargs) -> SecureSumConfig:
     return SecureSumConfig(backend=backend, mask=MaskConfig(**mask_kwargs), ckks=CkksConfig())
 
+
+
+VECTORS = Path(__file__).resolve().parent / "vectors"
+
+
+def read_vectors(name: str) -> list[dict[str, str]]:
+    """Parse a `KEY = VALUE` vector file in tests/vectors: '#' lines are comments, blank lines end a record."""
+    records: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in (VECTORS / name).read_text().splitlines() + [""]:
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            if current:
+                records.append(current)
+                current = {}
+            continue
+        key, _, value = line.partition("=")
+        current[key.strip()] = value.strip()
+    return records

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import pickle
-from pathlib import Path
 
 import pytest
 from cryptography.exceptions import InvalidSignature
@@ -28,25 +27,8 @@ from secure_fedgraph.crypto.keys import (
     verify_signature,
 )
 from secure_fedgraph.crypto.labels import Purpose, label
+from tests.helpers import read_vectors
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
-
-
-def _records(name: str) -> list[dict[str, str]]:
-    """Parse a `KEY = VALUE` vector file: '#' lines are comments, blank lines end a record."""
-    records: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in (VECTORS / name).read_text().splitlines() + [""]:
-        if line.startswith("#"):
-            continue
-        if not line.strip():
-            if current:
-                records.append(current)
-                current = {}
-            continue
-        key, _, value = line.partition("=")
-        current[key.strip()] = value.strip()
-    return records
 
 
 def _hex(record: dict[str, str], key: str) -> bytes:
@@ -55,8 +37,8 @@ def _hex(record: dict[str, str], key: str) -> bytes:
 
 # --- X25519: RFC 7748 ---------------------------------------------------------------------------
 
-X25519_5_2 = _records("x25519_rfc7748_sec5_2.txt")
-X25519_6_1 = _records("x25519_rfc7748_sec6_1.txt")
+X25519_5_2 = read_vectors("x25519_rfc7748_sec5_2.txt")
+X25519_6_1 = read_vectors("x25519_rfc7748_sec6_1.txt")
 
 
 def test_vector_files_hold_the_expected_cases() -> None:
@@ -140,7 +122,7 @@ def test_agree_rejects_wrong_key_lengths(length: int) -> None:
 
 # --- Ed25519: RFC 8032 --------------------------------------------------------------------------
 
-ED25519 = _records("ed25519_rfc8032_sec7_1.txt")
+ED25519 = read_vectors("ed25519_rfc8032_sec7_1.txt")
 
 
 @pytest.mark.parametrize("vector", ED25519, ids=lambda v: v["NAME"])
@@ -213,7 +195,7 @@ def test_identity_key_from_wrong_length_raises_value_error(length: int) -> None:
 
 # --- HKDF-SHA256: RFC 5869 ----------------------------------------------------------------------
 
-HKDF_VECTORS = _records("hkdf_sha256_rfc5869.txt")
+HKDF_VECTORS = read_vectors("hkdf_sha256_rfc5869.txt")
 
 
 @pytest.mark.parametrize("vector", HKDF_VECTORS, ids=lambda v: v["NAME"])

@@ -10,7 +10,6 @@ unrelated streams, uniform bytes, exact wrap-around cancellation).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,29 +20,12 @@ from scipy.stats import chisquare
 
 from secure_fedgraph.crypto.prg import KEY_BYTES, MaskPRG, mask_vector, ring_dtype
 from secure_fedgraph.errors import ConfigError
+from tests.helpers import VECTORS, read_vectors
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 KEYS = st.binary(min_size=KEY_BYTES, max_size=KEY_BYTES)
 STREAM_IDS = st.integers(min_value=0, max_value=2**64 - 1)
 RING_BITS = st.sampled_from([32, 64])
 FIXED_KEY = bytes(range(32))
-
-
-def _records(name: str) -> list[dict[str, str]]:
-    """Parse a `KEY = VALUE` vector file: '#' lines are comments, blank lines end a record."""
-    records: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in (VECTORS / name).read_text().splitlines() + [""]:
-        if line.startswith("#"):
-            continue
-        if not line.strip():
-            if current:
-                records.append(current)
-                current = {}
-            continue
-        key, _, value = line.partition("=")
-        current[key.strip()] = value.strip()
-    return records
 
 
 def _aes_ecb(key: bytes, blocks: bytes) -> bytes:
@@ -64,7 +46,7 @@ def _bit_fraction_differing(a: np.ndarray, b: np.ndarray) -> float:
 
 # --- NIST SP 800-38A F.5.5: AES-256 in cryptography -------------------------------------------
 
-NIST_CTR = _records("aes256_ctr_sp800_38a_f5_5.txt")
+NIST_CTR = read_vectors("aes256_ctr_sp800_38a_f5_5.txt")
 
 
 @pytest.mark.parametrize("vector", NIST_CTR, ids=[v["NAME"] for v in NIST_CTR])
