@@ -3,9 +3,10 @@
 Key set-up, once per run (fresh keys every run, never in the package or a config file):
   1. ADVERTISE    each client signs a fresh X25519 public key with its identity key.
   2. KEY_DEAL     the lowest-id client that answers (the dealer) verifies its peers' keys,
-                  makes a fresh TenSEAL CKKS context, and seals the secret context to each
-                  peer with AES-GCM under an X25519 pair key; it gives the server a context
-                  serialised with no keys (parameters only), which the server checks.
+                  makes a fresh TenSEAL CKKS context, seals it once with AES-GCM under a fresh
+                  content key, and seals that key to each peer under an X25519 pair key (so
+                  its upload grows by ~60 bytes per peer, not by a context per peer); it gives
+                  the server a context serialised with no keys (parameters only), checked there.
   3. KEY_INSTALL  each peer verifies the dealer's signed key, opens and installs the context.
 Per sum:
   4. INPUT        clip, append the count and clipped-fraction lanes, encrypt in N/2-slot chunks.
@@ -18,11 +19,14 @@ learns every client's input (threat_model.md claim C-COLLUDE).
 
 from __future__ import annotations
 
-import numpy as np
+import os
+
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from secure_fedgraph.crypto.ckks import PublicContext, SecretContext
-from secure_fedgraph.crypto.labels import Purpose
+from secure_fedgraph.crypto.envelope import open_sealed, seal
+from secure_fedgraph.crypto.labels import Purpose, label
 from secure_fedgraph.errors import DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.keyring import open_from, pair_key, seal_for, sign_keys, verify_keys
@@ -85,15 +89,19 @@ class CkksServer(ServerRole):
         advertised = sorted(adverts)
         self._require(len(advertised), needed, "advertised keys")
         dealt: dict[int, Sealed] = {}
+        sealed_context: list[bytes] = []
         for dealer in advertised:  # the lowest id deals; if it is silent, the next one
             peers = [c for c in advertised if c != dealer]
 
             def accept_deal(client: int, response: KeyDealResponse) -> None:
                 context = PublicContext(response.public_context)  # refuses a context with a secret key
                 if sorted(s.holder for s in response.sealed) != peers or any(s.owner != client for s in response.sealed):
-                    raise ProtocolError(f"key_deal: dealer {client} must seal the context to each of its {len(peers)} peers once")
+                    raise ProtocolError(f"key_deal: dealer {client} must seal the content key to each of its {len(peers)} peers once")
+                if not response.sealed_context:
+                    raise ProtocolError(f"key_deal: dealer {client} sent no sealed context")
                 self.context = context
                 dealt.update({s.holder: s for s in response.sealed})
+                sealed_context.append(response.sealed_context)
 
             outcome = yield self._step(Stage.KEY_DEAL, lambda h: {dealer: KeyDealRequest(h, tuple(adverts[p] for p in peers))}, accept_deal)
             self._note(Stage.KEY_DEAL, outcome)
@@ -101,7 +109,9 @@ class CkksServer(ServerRole):
                 break
         else:
             raise DropoutError(f"round {self.round}: no client dealt the CKKS keys")
-        outcome = yield self._step(Stage.KEY_INSTALL, lambda h: {p: KeyInstallRequest(h, adverts[dealer], dealt[p]) for p in peers}, lambda c, r: None)
+        outcome = yield self._step(
+            Stage.KEY_INSTALL, lambda h: {p: KeyInstallRequest(h, adverts[dealer], dealt[p], sealed_context[-1]) for p in peers}, lambda c, r: None
+        )
         self._note(Stage.KEY_INSTALL, outcome)
         self._installed = {dealer} | set(outcome.accepted)
         self._require(len(self._installed), needed, "installed the CKKS keys")
@@ -125,14 +135,16 @@ class CkksServer(ServerRole):
             acc[0] = PublicContext.add(acc[0], vectors)
 
         live = tuple(sorted(self.live))
-        outcome = yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, None, live, ()) for c in live}, accept_input)
+        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept_input)
         self._note(Stage.INPUT, outcome)
         contributors = tuple(sorted(outcome.accepted))
         self.live = set(contributors)
         self._require(len(contributors), needed, "sent encrypted inputs")
         blobs = tuple(v.serialize() for v in acc[0])
         outcome = yield self._step(
-            Stage.DELIVER, lambda h: {c: DeliverRequest(h, index, contributors, None, blobs, None) for c in contributors}, lambda c, r: None
+            Stage.DELIVER,
+            lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, None, blobs, None)),
+            lambda c, r: None,
         )
         self._note(Stage.DELIVER, outcome)
         self.live &= set(outcome.accepted)
@@ -148,6 +160,7 @@ class CkksClient(ClientRole):
         super().__init__(*args, **kwargs)
         self._context: SecretContext | None = None
         self._share_key: X25519PrivateKey | None = None
+        self._epoch, self._participants = -1, ()
         self._pending: tuple[int, SumSpec] | None = None
 
     def _labels(self, request) -> dict:
@@ -168,6 +181,8 @@ class CkksClient(ClientRole):
         return AdvertiseResponse(self._header(request), signed)
 
     def _transport_key(self, request, peer: SignedKeys) -> bytes:
+        if self._share_key is None:
+            raise ProtocolError(f"client {self.client_id}: key material requested before this client advertised its key")
         if peer.client == self.client_id or peer.client not in self._participants:
             raise ProtocolError(f"client {self.client_id}: keys of client {peer.client} are not a peer's")
         verify_keys(peer, directory=self.directory, **self._labels(request))
@@ -178,19 +193,28 @@ class CkksClient(ClientRole):
             raise ProtocolError(f"client {self.client_id}: duplicate peers in key_deal")
         keys = {p.client: self._transport_key(request, p) for p in request.peers}
         self._context = SecretContext.generate(self.config.ckks.params)
-        secret = self._context.secret_bytes()
+        content_key = os.urandom(32)
+        sealed_context = seal(content_key, self._context.secret_bytes(), self._context_aad(request, self.client_id))
         sealed = tuple(
-            seal_for(k, secret, aad_purpose=Purpose.CKKS_KEY_AAD, **self._labels(request), owner=self.client_id, holder=c)
+            seal_for(k, content_key, aad_purpose=Purpose.CKKS_KEY_AAD, **self._labels(request), owner=self.client_id, holder=c)
             for c, k in sorted(keys.items())
         )
-        return KeyDealResponse(self._header(request), self._context.public_bytes(), sealed)
+        return KeyDealResponse(self._header(request), self._context.public_bytes(), sealed_context, sealed)
+
+    def _context_aad(self, request, dealer: int) -> bytes:
+        lab = self._labels(request)
+        return label(Purpose.CKKS_CONTEXT_AAD, lab["session"], lab["round"], lab["epoch"], dealer)
 
     def _on_key_install(self, request: KeyInstallRequest) -> Ack:
         key = self._transport_key(request, request.dealer)
         sealed = request.sealed
         if sealed.owner != request.dealer.client or sealed.holder != self.client_id:
             raise ProtocolError(f"client {self.client_id}: key envelope is not from the dealer to this client")
-        secret = open_from(key, sealed, aad_purpose=Purpose.CKKS_KEY_AAD, **self._labels(request))
+        content_key = open_from(key, sealed, aad_purpose=Purpose.CKKS_KEY_AAD, **self._labels(request))
+        try:
+            secret = open_sealed(content_key, request.sealed_context, self._context_aad(request, request.dealer.client))
+        except (InvalidTag, ValueError) as exc:
+            raise ProtocolError(f"client {self.client_id}: the sealed CKKS context fails authentication (tampered or replayed)") from exc
         self._context = SecretContext.from_bytes(secret, self.config.ckks.params)
         return Ack(self._header(request))
 

@@ -103,5 +103,8 @@ def seed_commitment(seed: bytes, *, session: bytes, round: int, epoch: int, clie
 def consistency_statement(
     *, session: bytes, round: int, epoch: int, sum_index: int, live: tuple[int, ...], survivors: tuple[int, ...]
 ) -> bytes:
-    """What each survivor signs in the consistency check (Bonawitz et al., round 3)."""
-    return label(Purpose.CONSISTENCY, session, round, epoch, sum_index, sorted(live), sorted(survivors))
+    """What each survivor signs in the consistency check (Bonawitz et al., round 3): a SHA-256
+    digest of the labelled sets, so signing and verifying cost the same for 10 or 10,000 clients."""
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(label(Purpose.CONSISTENCY, session, round, epoch, sum_index, sorted(live), sorted(survivors)))
+    return digest.finalize()

@@ -91,9 +91,12 @@ class LocalRunner:
 
     def _execute(self, step: Step) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
+        encoded: dict[int, bytes] = {}  # a request object sent to many clients is encoded once
         for client, request in step.requests.items():
             started = time.perf_counter()
-            down = codec.encode(request)
+            down = encoded.get(id(request))
+            if down is None:
+                down = encoded[id(request)] = codec.encode(request)
             self.traffic.server_seconds += time.perf_counter() - started
             if client in self.drop.get(step.stage, ()):
                 self.dead.add(client)

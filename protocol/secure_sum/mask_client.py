@@ -10,9 +10,11 @@ Per sum s (any number per epoch, each with its own PRG streams):
   3. INPUT        (first sum: open the shares sent to us) y = encode(x) + PRG(K_self,s)
                   + sum over live neighbours v of +-PRG(K_uv, s)   [+ if u < v, - if u > v]
   4. CONSISTENCY  sign (live set, survivor set) so the server cannot show clients different sets.
-  5. UNMASK       check t signatures on the same sets; reveal K_self,s (our own, for this sum
-                  only) and our shares of dropped neighbours' mask keys.
-  6. RECOVER      for survivors that went silent after INPUT: reveal our shares of their b.
+  5. UNMASK       reveal K_self,s (our own, for this sum only) and our shares of dropped
+                  neighbours' mask keys, each only after checking t valid signatures on the same
+                  sets from the client concerned and its neighbours (see _vouch).
+  6. RECOVER      for survivors that went silent after INPUT: reveal our shares of their b,
+                  after the same check.
   7. DELIVER      decode the ring sum.
 
 The rules that keep every input hidden (threat_model.md M-BOTH): for each peer we reveal
@@ -33,7 +35,7 @@ from secure_fedgraph.crypto import shamir
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.crypto.keys import RoundKeys, verify_signature
 from secure_fedgraph.crypto.labels import Purpose
-from secure_fedgraph.crypto.prg import MaskPRG
+from secure_fedgraph.crypto.prg import MaskPRG, ring_dtype
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, MaskPlan
 from secure_fedgraph.protocol.secure_sum.keyring import (
@@ -96,6 +98,9 @@ class _Epoch:
     spec: SumSpec | None = None
     encoding: FixedPoint | None = None
     survivors: frozenset[int] | None = None
+    statement: bytes = b""
+    signatures: dict[int, bytes] = field(default_factory=dict)  # consistency signatures offered
+    vouched: set[int] = field(default_factory=set)  # ... and those verified
     verified: bool = False
 
 
@@ -226,14 +231,13 @@ class MaskClient(ClientRole):
         self._open_shares(ep, request)
         live = self._check_live(ep, request.live)
         x = self._contribution(request.spec)
-        codes, clipped = expected.encode(x)
-        y = np.empty(request.spec.size + 1, dtype=codes.dtype)
-        y[:-1] = codes
-        y[-1] = clipped
+        y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))
+        _, y[-1] = expected.encode(x, out=y[:-1])
         lab = self._labels(ep)
         self._prg.add_into(y, self_mask_key(ep.seed, **lab, sum_index=s), stream_id=0, sign=1)
         for v in sorted(live & ep.graph.of(self.client_id)):
             self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
+        self._prg.release()
         ep.sum_index, ep.spec, ep.encoding, ep.live = s, request.spec, expected, live
         ep.survivors, ep.verified = None, False
         return InputResponse(self._header(request), y, ())
@@ -247,33 +251,55 @@ class MaskClient(ClientRole):
         if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
             raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
         ep.survivors = survivors
-        statement = consistency_statement(**self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=request.survivors)
-        return ConsistencyResponse(self._header(request), self.identity.sign(statement))
+        ep.statement = consistency_statement(**self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=request.survivors)
+        ep.signatures, ep.vouched = {}, set()
+        return ConsistencyResponse(self._header(request), self.identity.sign(ep.statement))
 
     # --- 5. unmask -------------------------------------------------------------------------
+    def _offer(self, ep: _Epoch, signatures) -> None:
+        """Collect consistency signatures offered by the server (verified lazily by _vouch)."""
+        for sig in signatures:
+            if sig.client not in ep.survivors or ep.signatures.get(sig.client, sig.signature) != sig.signature:
+                raise self._fail(f"consistency signature from client {sig.client}: not a survivor, or a second, different one")
+            ep.signatures[sig.client] = sig.signature
+
+    def _vouch(self, ep: _Epoch, client: int) -> None:
+        """Require t valid signatures on our (live set, survivor set) from ``client`` and its
+        neighbours before revealing anything about ``client``.
+
+        Why this suffices (threat_model.md M-CONSISTENCY): the server could learn an input only
+        by getting the client's self-mask key (revealed when the client is shown among the
+        survivors) and its mask key (revealed by its neighbours when shown it dropped). Honest
+        parties sign one survivor set per sum, and t is a majority of the client and its
+        neighbours, so two contradicting sets cannot both gather t signatures from that group.
+        """
+        group = ep.graph.closed(client)
+        need = ep.plan.threshold
+        have = len(ep.vouched & group)
+        for signer in sorted((set(ep.signatures) & group) - ep.vouched):
+            if have >= need:
+                break
+            try:
+                verify_signature(self.directory[signer], ep.signatures[signer], ep.statement)
+            except Exception as exc:
+                raise self._fail(f"consistency signature of client {signer} does not verify: the server showed clients different sets") from exc
+            ep.vouched.add(signer)
+            have += 1
+        if have < need:
+            raise self._fail(f"only {have} consistency signatures from client {client} and its neighbours, need {need}")
+
     def _on_unmask(self, request: UnmaskRequest) -> UnmaskResponse:
         ep = self._current(request)
         if ep.survivors is None:
             raise self._fail("unmask before the consistency check")
-        statement = consistency_statement(
-            **self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=tuple(sorted(ep.survivors))
-        )
-        signers = set()
-        for sig in request.signatures:
-            if sig.client not in ep.survivors or sig.client in signers:
-                raise self._fail(f"consistency signature from client {sig.client}, not a (new) survivor")
-            try:
-                verify_signature(self.directory[sig.client], sig.signature, statement)
-            except Exception as exc:
-                raise self._fail(f"consistency signature of client {sig.client} does not verify: the server showed clients different sets") from exc
-            signers.add(sig.client)
-        if len(signers) < ep.plan.min_survivors:
-            raise self._fail(f"only {len(signers)} consistency signatures, need {ep.plan.min_survivors}")
+        self._offer(ep, request.signatures)
+        self._vouch(ep, self.client_id)
         ep.verified = True
         exposed_before = set(ep.exposed)
         ep.exposed |= ep.survivors
         shares = []
         for owner in sorted((ep.live - ep.survivors) & set(ep.held)):
+            self._vouch(ep, owner)
             if owner in exposed_before:
                 raise self._fail(
                     f"refusing to reveal client {owner}'s mask-key share: it contributed to an earlier sum of this key "
@@ -292,8 +318,10 @@ class MaskClient(ClientRole):
         missing = set(request.missing)
         if not ep.verified or len(missing) != len(request.missing) or not missing <= ep.survivors or self.client_id in missing:
             raise self._fail("recover request must name verified survivors other than this client, once each")
+        self._offer(ep, request.signatures)
         shares = []
         for owner in sorted(missing & set(ep.held)):
+            self._vouch(ep, owner)
             if owner in ep.gave_key_share:
                 raise self._fail(f"refusing to reveal client {owner}'s seed share after its mask-key share")
             ep.gave_seed_share.add(owner)

@@ -151,7 +151,9 @@ class MaskServer(ServerRole):
                 np.add(acc, y, out=acc)
 
             outcome = yield self._step(
-                Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, encoding, live, pending.get(c, ())) for c in live}, accept_input
+                Stage.INPUT,
+                lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, encoding, live, pending.get(c, ()))),
+                accept_input,
             )
             self._note(Stage.INPUT, outcome)
             survivors = set(outcome.accepted)
@@ -175,10 +177,12 @@ class MaskServer(ServerRole):
                 raise ProtocolError(f"consistency: signature of client {client} does not verify") from exc
             signatures[client] = response.signature
 
-        outcome = yield self._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, survivor_list) for c in survivor_list}, accept_signature)
+        outcome = yield self._step(
+            Stage.CONSISTENCY, lambda h: self._per_client(h, survivor_list, ConsistencyRequest, lambda c: (survivor_list,)), accept_signature
+        )
         self._note(Stage.CONSISTENCY, outcome)
         self._require(len(signatures), plan.min_survivors, "signed the survivor set")
-        signed = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
+        vouching = self._vouching(signatures)
 
         # 5. unmask: per-sum self-mask keys, and mask-key shares of clients that dropped
         self_keys: dict[int, bytes] = {}
@@ -195,7 +199,11 @@ class MaskServer(ServerRole):
             for s in response.mask_key_shares:
                 key_shares[s.owner][client + 1] = s.value
 
-        outcome = yield self._step(Stage.UNMASK, lambda h: {c: UnmaskRequest(h, signed) for c in sorted(signatures)}, accept_unmask)
+        outcome = yield self._step(
+            Stage.UNMASK,
+            lambda h: self._per_client(h, sorted(signatures), UnmaskRequest, lambda c: (vouching({c} | (graph.of(c) & dropped)),)),
+            accept_unmask,
+        )
         self._note(Stage.UNMASK, outcome)
         self._exposed |= survivors
         for u in sorted(dropped):
@@ -217,7 +225,11 @@ class MaskServer(ServerRole):
                 for s in response.self_seed_shares:
                     seed_shares[s.owner][client + 1] = s.value
 
-            outcome = yield self._step(Stage.RECOVER, lambda h: {c: RecoverRequest(h, missing_list) for c in sorted(self_keys)}, accept_recover)
+            outcome = yield self._step(
+                Stage.RECOVER,
+                lambda h: self._per_client(h, sorted(self_keys), RecoverRequest, lambda c: (missing_list, vouching(graph.of(c) & missing))),
+                accept_recover,
+            )
             self._note(Stage.RECOVER, outcome)
             for u in missing_list:
                 seed = self._rebuild(u, seed_shares[u], "seed")
@@ -233,11 +245,25 @@ class MaskServer(ServerRole):
         self._live = survivors - missing
         outcome = yield self._step(
             Stage.DELIVER,
-            lambda h: {c: DeliverRequest(h, index, survivor_list, acc, (), clipped) for c in sorted(self._live)},
+            lambda h: self._per_client(h, sorted(self._live), DeliverRequest, lambda c: (index, survivor_list, acc, (), clipped)),
             lambda c, r: None,
         )
         self._live &= set(outcome.accepted)
         return SumResult(spec, spec.unflatten(values), frozenset(survivors), clipped, encoding.error_bound(len(survivors)))
+
+    def _vouching(self, signatures: dict[int, bytes]):
+        """Signatures a client needs to vouch for some clients: from each one and its neighbours
+        (all of them in the complete graph, where every neighbourhood is everyone)."""
+        graph = self._graph
+        everyone = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
+
+        def pick(clients: set[int]) -> tuple[Signature, ...]:
+            if graph.complete or not clients:
+                return everyone if clients else ()
+            wanted = set().union(*(graph.closed(c) for c in clients)) & set(signatures)
+            return tuple(Signature(c, signatures[c]) for c in sorted(wanted))
+
+        return pick
 
     def _rebuild(self, client: int, shares: dict[int, bytes], kind: str) -> bytes:
         """Shamir-combine one client's secret; record which kind of secret was obtained."""

@@ -148,15 +148,17 @@ class KeyDealRequest:
 @dataclass(frozen=True)
 class KeyDealResponse:
     header: Header
-    public_context: bytes
-    sealed: tuple[Sealed, ...]
+    public_context: bytes  # parameters only, for the server
+    sealed_context: bytes  # the secret context, AES-GCM under a fresh content key
+    sealed: tuple[Sealed, ...]  # the content key, sealed to each peer
 
 
 @dataclass(frozen=True)
 class KeyInstallRequest:
     header: Header
     dealer: SignedKeys
-    sealed: Sealed
+    sealed: Sealed  # the content key, sealed to this client
+    sealed_context: bytes
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ class UnmaskResponse:
 class RecoverRequest:
     header: Header
     missing: tuple[int, ...]
+    signatures: tuple[Signature, ...]  # consistency signatures vouching for the missing clients
 
 
 @dataclass(frozen=True)

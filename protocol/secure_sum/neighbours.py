@@ -7,6 +7,7 @@ degree = 2 * ceil(log2 n) keeps per-client cost logarithmic, so 1,000 clients ar
 
 Every party derives the same graph from public inputs (session, round, key epoch and the
 participant list) through SHA-256 and our AES-CTR PRG, so the server does not choose it.
+Neighbourhoods are computed on demand: a client needs its own and its neighbours', not all n.
 What each graph guarantees is in threat_model.md (claims M-GRAPH-COMPLETE, M-GRAPH-SPARSE).
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,15 +23,38 @@ from secure_fedgraph.crypto.prg import MaskPRG
 from secure_fedgraph.protocol.secure_sum.config import GraphKind
 
 
-@dataclass(frozen=True)
 class NeighbourGraph:
-    """An undirected graph over the round's participants (open neighbourhoods)."""
+    """An undirected graph over the round's participants."""
 
-    participants: tuple[int, ...]
-    neighbours: dict[int, frozenset[int]]
+    def __init__(self, participants: tuple[int, ...], ring: tuple[int, ...] | None, half: int) -> None:
+        self.participants = participants
+        self._members = frozenset(participants)
+        self._ring = ring  # None: complete graph
+        self._position = {c: i for i, c in enumerate(ring)} if ring is not None else None
+        self._half = half
+        self._cache: dict[int, frozenset[int]] = {}
+
+    @property
+    def complete(self) -> bool:
+        return self._ring is None
 
     def of(self, client: int) -> frozenset[int]:
-        return self.neighbours[client]
+        """The (open) neighbourhood of ``client``."""
+        found = self._cache.get(client)
+        if found is None:
+            if client not in self._members:
+                raise KeyError(f"client {client} is not a participant")
+            if self._ring is None:
+                found = self._members - {client}
+            else:
+                n, at = len(self._ring), self._position[client]
+                found = frozenset(self._ring[(at + k) % n] for k in range(-self._half, self._half + 1) if k)
+            self._cache[client] = found
+        return found
+
+    def closed(self, client: int) -> frozenset[int]:
+        """``client`` and its neighbours: the parties whose signatures vouch for it."""
+        return self.of(client) | {client}
 
     @classmethod
     def build(
@@ -41,18 +64,10 @@ class NeighbourGraph:
         ordered = tuple(sorted(participants))
         n = len(ordered)
         if kind is GraphKind.COMPLETE or degree >= n - 1:
-            everyone = frozenset(ordered)
-            return cls(ordered, {c: everyone - {c} for c in ordered})
+            return cls(ordered, None, 0)
         if kind is not GraphKind.SPARSE:
             raise ValueError(f"graph kind must be COMPLETE or SPARSE, got {kind}")
         seed = hashlib.sha256(label(Purpose.NEIGHBOUR_GRAPH, session, round, epoch, ordered)).digest()
         keys = MaskPRG().keystream(seed, stream_id=0, count=n, ring_bits=64)
-        ring = [ordered[i] for i in np.argsort(keys, kind="stable")]
-        half = degree // 2
-        links: dict[int, set[int]] = {c: set() for c in ordered}
-        for position, client in enumerate(ring):
-            for offset in range(1, half + 1):
-                other = ring[(position + offset) % n]
-                links[client].add(other)
-                links[other].add(client)
-        return cls(ordered, {c: frozenset(v) for c, v in links.items()})
+        ring = tuple(ordered[i] for i in np.argsort(keys, kind="stable"))
+        return cls(ordered, ring, degree // 2)

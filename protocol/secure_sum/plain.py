@@ -40,13 +40,15 @@ class PlainServer(ServerRole):
 
         self._require(len(self.live), self.config.survivors_needed(len(self.clients)), "remain live for a new sum")
         live = tuple(sorted(self.live))
-        outcome = yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, None, live, ()) for c in live}, accept)
+        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept)
         self._note(Stage.INPUT, outcome)
         self.live = set(outcome.accepted)
         self._require(len(outcome.accepted), self.config.survivors_needed(len(self.clients)), "sent inputs")
         contributors = tuple(sorted(outcome.accepted))
         outcome = yield self._step(
-            Stage.DELIVER, lambda h: {c: DeliverRequest(h, index, contributors, total, (), 0) for c in contributors}, lambda c, r: None
+            Stage.DELIVER,
+            lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, total, (), 0)),
+            lambda c, r: None,
         )
         self.live &= set(outcome.accepted)
         return SumResult(spec, spec.unflatten(total), frozenset(contributors), 0, 0.0)

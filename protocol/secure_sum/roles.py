@@ -19,6 +19,8 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
+
 from secure_fedgraph.crypto.keys import IdentityKey, SecretMaterial
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
@@ -127,6 +129,20 @@ class ServerRole(ABC):
 
         return Step(stage, build(header), checked)
 
+    @staticmethod
+    def _per_client(header: Header, clients, cls: type, fields: Callable[[int], tuple]) -> dict[int, Message]:
+        """One request per client, built as ``cls(header, *fields(client))``, reusing one object
+        for clients that get the same content, so a transport encodes it once."""
+        made: dict[int, Message] = {}
+        out: dict[int, Message] = {}
+        for client in clients:
+            args = fields(client)
+            key = tuple(id(a) if isinstance(a, np.ndarray) else a for a in args)  # arrays: by identity
+            if key not in made:
+                made[key] = cls(header, *args)
+            out[client] = made[key]
+        return out
+
     def _require(self, count: int, needed: int, what: str) -> None:
         if count < needed:
             self.log.append(f"round {self.round}: abort: {what}: {count} < {needed}")
@@ -170,7 +186,7 @@ class ClientRole(SecretMaterial, ABC):
         self.round = -1
         self._last_step = 0
         self._contributions: dict[str, Any] = {}
-        self.results: list[SumResult] = []
+        self.last_result: SumResult | None = None  # only the latest: a long run must not accumulate sums
 
     def contribute(self, name: str, tensors: Mapping[str, Any]) -> None:
         """Stage this client's tensors for the sum called ``name`` (used when the server asks)."""
@@ -206,9 +222,5 @@ class ClientRole(SecretMaterial, ABC):
         return Header(self.session, h.round, h.step, h.stage, self.client_id)
 
     def _finish(self, result: SumResult) -> None:
-        self.results.append(result)
+        self.last_result = result
         self._contributions.pop(result.spec.name, None)
-
-    @property
-    def last_result(self) -> SumResult | None:
-        return self.results[-1] if self.results else None

@@ -111,18 +111,35 @@ class FixedPoint:
         rounding plus the float64 read-back of the integer sum."""
         return n_clients * (2.0 ** -(self.precision_bits + 1) + self.clip_range * 2.0**-53)
 
-    def encode(self, values: np.ndarray) -> tuple[np.ndarray, int]:
-        """Clip, scale, round; return (ring elements, number of clipped values)."""
-        clipped, count = clip_and_count(values, self.clip_range)
-        codes = np.rint(np.ldexp(clipped, self.precision_bits)).astype(np.int64)
-        return codes.view(np.uint64).astype(ring_dtype(self.ring_bits), copy=False), count
+    def encode(self, values: np.ndarray, *, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """Clip, scale, round; return (ring elements, number of clipped values).
+
+        Scaling multiplies by 2^precision_bits, which is exact in float64; the range test is done
+        on the scaled values (|x| > R iff |x * 2^p| > R * 2^p). ``out``: a ring array of the
+        same size to write into (saves a copy on the masking hot path).
+        """
+        scaled = np.multiply(values, float(2**self.precision_bits), dtype=np.float64)
+        if not np.isfinite(scaled).all():
+            raise ConfigError(f"input contains {int((~np.isfinite(scaled)).sum())} NaN or infinite values; a secure sum needs finite inputs")
+        limit = self.clip_range * float(2**self.precision_bits)
+        count = int(np.count_nonzero(np.abs(scaled) > limit))
+        if count:
+            np.clip(scaled, -limit, limit, out=scaled)
+        codes = np.rint(scaled, out=scaled).astype(np.int64).view(np.uint64)
+        dtype = ring_dtype(self.ring_bits)
+        if out is None:
+            return codes.astype(dtype, copy=False), count
+        if out.shape != codes.shape or out.dtype != dtype:
+            raise ConfigError(f"encode: out must be {dtype} of shape {codes.shape}, got {out.dtype} {out.shape}")
+        np.copyto(out, codes, casting="unsafe")  # modular reduction to the ring
+        return out, count
 
     def decode_sum(self, ring_values: np.ndarray) -> np.ndarray:
         """Read a summed ring vector as signed integers and unscale to float64."""
         dtype = ring_dtype(self.ring_bits)
         if ring_values.dtype != dtype:
             raise ConfigError(f"expected ring elements of dtype {dtype}, got {ring_values.dtype}")
-        return np.ldexp(ring_values.view(_SIGNED[self.ring_bits]).astype(np.float64), -self.precision_bits)
+        return ring_values.view(_SIGNED[self.ring_bits]).astype(np.float64) * 2.0**-self.precision_bits
 
     def decode_count(self, ring_value: np.ndarray) -> int:
         """Read an unscaled count lane (e.g. the summed number of clipped values)."""

@@ -26,7 +26,8 @@ class Purpose(enum.Enum):
     SELF_MASK = "self-mask"  # HKDF: PRG key of one client's self-mask for one sum
     SEED_COMMITMENT = "seed-commitment"  # hash: commitment to a self-mask seed
     CKKS_KEY_TRANSPORT = "ckks-key-transport"  # HKDF: key sealing the CKKS secret context
-    CKKS_KEY_AAD = "ckks-key-aad"  # AAD of the sealed CKKS secret context
+    CKKS_KEY_AAD = "ckks-key-aad"  # AAD of a content key sealed to one peer
+    CKKS_CONTEXT_AAD = "ckks-context-aad"  # AAD of the CKKS secret context sealed under the content key
     NEIGHBOUR_GRAPH = "neighbour-graph"  # hash input: the public seed of the neighbour graph
 
 

@@ -12,6 +12,8 @@ different sums read disjoint parts of the keystream of the same key.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -20,6 +22,17 @@ from secure_fedgraph.errors import ConfigError
 KEY_BYTES = 32
 _BLOCK = 16
 _RING_DTYPES = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_zeros = b""  # shared by every MaskPRG: immutable, so threads may read it concurrently
+_zeros_lock = threading.Lock()
+
+
+def _zero_bytes(nbytes: int) -> memoryview:
+    global _zeros
+    if len(_zeros) < nbytes:
+        with _zeros_lock:
+            if len(_zeros) < nbytes:
+                _zeros = bytes(max(nbytes, 2 * len(_zeros)))
+    return memoryview(_zeros)[:nbytes]
 
 
 def ring_dtype(ring_bits: int) -> np.dtype:
@@ -35,18 +48,21 @@ class MaskPRG:
 
     One instance per party (not thread-safe). ``cryptography``'s ``update_into`` with
     preallocated buffers runs several times faster than ``update`` with fresh ``bytes``,
-    which is what keeps masking close to the keystream floor.
+    which is what keeps masking close to the keystream floor. The zeros it encrypts are
+    shared by all instances; the output buffer is the instance's own (``release`` frees it).
     """
 
     def __init__(self) -> None:
-        self._zeros = bytearray()
+        self._out = bytearray()
+
+    def release(self) -> None:
+        """Free the scratch buffer (a client masking once per sum need not keep it)."""
         self._out = bytearray()
 
     def _scratch(self, nbytes: int) -> tuple[memoryview, memoryview]:
-        if len(self._zeros) < nbytes:
-            self._zeros = bytearray(nbytes)
+        if len(self._out) < nbytes + _BLOCK:
             self._out = bytearray(nbytes + _BLOCK)
-        return memoryview(self._zeros)[:nbytes], memoryview(self._out)
+        return _zero_bytes(nbytes), memoryview(self._out)
 
     def keystream(self, key: bytes, *, stream_id: int, count: int, ring_bits: int) -> np.ndarray:
         """Return a read-only view of ``count`` uniform ring elements (valid until the next call).

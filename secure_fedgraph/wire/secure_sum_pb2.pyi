@@ -147,24 +147,28 @@ class KeyDealRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
 
 class KeyDealResponse(_message.Message):
-    __slots__ = ("header", "public_context", "sealed")
+    __slots__ = ("header", "public_context", "sealed_context", "sealed")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SEALED_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
     header: Header
     public_context: bytes
+    sealed_context: bytes
     sealed: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., public_context: _Optional[bytes] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., public_context: _Optional[bytes] = ..., sealed_context: _Optional[bytes] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
 
 class KeyInstallRequest(_message.Message):
-    __slots__ = ("header", "dealer", "sealed")
+    __slots__ = ("header", "dealer", "sealed", "sealed_context")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     DEALER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
+    SEALED_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     header: Header
     dealer: SignedKeys
     sealed: Sealed
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ...) -> None: ...
+    sealed_context: bytes
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ..., sealed_context: _Optional[bytes] = ...) -> None: ...
 
 class InputRequest(_message.Message):
     __slots__ = ("header", "sum_index", "spec", "encoding", "live", "shares")
@@ -227,12 +231,14 @@ class UnmaskResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., self_mask_key: _Optional[bytes] = ..., mask_key_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
 
 class RecoverRequest(_message.Message):
-    __slots__ = ("header", "missing")
+    __slots__ = ("header", "missing", "signatures")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURES_FIELD_NUMBER: _ClassVar[int]
     header: Header
     missing: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., missing: _Optional[_Iterable[int]] = ...) -> None: ...
+    signatures: _containers.RepeatedCompositeFieldContainer[Signature]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., missing: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
 
 class RecoverResponse(_message.Message):
     __slots__ = ("header", "self_seed_shares")

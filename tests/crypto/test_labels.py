@@ -85,6 +85,7 @@ def test_purpose_strings_are_pinned() -> None:
         "SEED_COMMITMENT": "seed-commitment",
         "CKKS_KEY_TRANSPORT": "ckks-key-transport",
         "CKKS_KEY_AAD": "ckks-key-aad",
+        "CKKS_CONTEXT_AAD": "ckks-context-aad",
         "NEIGHBOUR_GRAPH": "neighbour-graph",
     }
 

@@ -129,3 +129,12 @@ def test_count_lane_is_not_a_mac():
     values, _ = session.clients[0]._context.decrypt_sum([v.serialize() for v in shifted], n_values=27, n_contributors=3)
     reference = np.concatenate([plain_sum(inputs, range(3))[k].ravel() for k in ("weight", "bias", "cube")])
     np.testing.assert_allclose(values, reference + 100.0, atol=params.error_bound(3, clip_range=8.0))
+
+
+def test_dealer_uploads_the_secret_context_once_not_once_per_peer():
+    session = local_session(CKKS, range(10))
+    session.start_round()
+    traffic = session.runner.traffic
+    per_peer_download = traffic.down_by_stage[Stage.KEY_INSTALL] / 9  # the sealed context plus a small envelope
+    assert per_peer_download > 50_000
+    assert traffic.up_by_stage[Stage.KEY_DEAL] < per_peer_download + 9 * 300

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from scipy import stats
 
 from secure_fedgraph.errors import CapacityError, ProtocolError
-from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
+from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
 from secure_fedgraph.protocol.secure_sum import codec
 from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
@@ -205,7 +205,7 @@ def test_unmask_needs_a_quorum_of_valid_consistency_signatures():
 
     session = local_session(MASK, range(N), intercept=_edit("down", Stage.UNMASK, 0, too_few))
     session.start_round()
-    with pytest.raises(ProtocolError, match="only 2 consistency signatures, need 3"):
+    with pytest.raises(ProtocolError, match="only 2 consistency signatures from client 0 and its neighbours, need 3"):
         session.secure_sum("s", make_inputs(range(N)))
 
     def forged(request: UnmaskRequest):
@@ -216,6 +216,41 @@ def test_unmask_needs_a_quorum_of_valid_consistency_signatures():
     session.start_round()
     with pytest.raises(ProtocolError, match="does not verify: the server showed clients different sets"):
         session.secure_sum("s", make_inputs(range(N)))
+
+
+def test_sparse_graph_quorum_comes_from_the_clients_own_neighbourhood():
+    """Signatures from far-away clients do not vouch for client 0; a server offering only those
+    is refused, however many there are."""
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))
+    holder = {}
+
+    def far_only(request: UnmaskRequest):
+        near = holder["session"].server._graph.closed(0)
+        return dataclasses.replace(request, signatures=tuple(s for s in request.signatures if s.client not in near))
+
+    session = local_session(config, range(30), intercept=_edit("down", Stage.UNMASK, 0, far_only))
+    holder["session"] = session
+    session.start_round()
+    with pytest.raises(ProtocolError, match="only 0 consistency signatures from client 0 and its neighbours, need 3"):
+        session.secure_sum("s", make_inputs(range(30)))
+
+
+def test_unmask_requests_carry_only_the_signatures_a_client_needs():
+    """Sparse graph, no dropout: each client gets the signatures of its own neighbourhood only
+    (O(log n) per client instead of n), and verifies just t of them."""
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=6))
+    seen = {}
+
+    def count(direction, stage, client, data):
+        if direction == "down" and stage is Stage.UNMASK:
+            seen[client] = len(codec.decode(data).signatures)
+        return data
+
+    session = local_session(config, range(40), intercept=count)
+    session.start_round()
+    session.secure_sum("s", make_inputs(range(40)))
+    assert set(seen.values()) == {7}  # the client and its 6 neighbours
+    assert all(len(c._epoch.vouched) == 4 for c in session.clients.values())  # t = majority of 7
 
 
 def test_malformed_wrong_shape_and_impersonating_uploads_are_rejected_and_the_sum_goes_on():

@@ -14,6 +14,7 @@ def test_complete():
     graph = NeighbourGraph.build(kind=GraphKind.COMPLETE, participants=[5, 1, 3], degree=2, **ARGS)
     assert graph.participants == (1, 3, 5)
     assert graph.of(1) == {3, 5} and graph.of(3) == {1, 5}
+    assert graph.closed(1) == {1, 3, 5} and graph.complete
 
 
 @pytest.mark.parametrize("n,degree", [(50, 6), (1000, 20)])
@@ -31,7 +32,10 @@ def test_sparse_is_regular_symmetric_and_connected(n, degree):
 
 
 def test_sparse_is_deterministic_and_depends_on_every_public_input():
-    build = lambda **kw: NeighbourGraph.build(kind=GraphKind.SPARSE, participants=range(64), degree=6, **{**ARGS, **kw}).neighbours
+    def build(**kw):
+        graph = NeighbourGraph.build(kind=GraphKind.SPARSE, participants=range(64), degree=6, **{**ARGS, **kw})
+        return {c: graph.of(c) for c in range(64)}
+
     assert build() == build()
     assert build() != build(epoch=1)
     assert build() != build(round=1)
