@@ -88,8 +88,11 @@ class MaskConfig:
         if self.threshold is not None:
             _positive_int("threshold", self.threshold, 2)
 
-    def resolve(self, n_clients: int, min_survivors: int | None) -> MaskPlan:
+    def resolve(self, n_clients: int, min_survivors: int | None, *, round_clients: int | None = None) -> MaskPlan:
         """Resolve graph, degree, threshold and min_survivors for ``n_clients`` participants.
+
+        ``round_clients``: how many clients the round started with, when a re-key has left fewer
+        participants; min_survivors stays relative to it, so re-keying never lowers the bar.
 
         Raises:
             ConfigError: naming the parameter whose value cannot work for this n.
@@ -109,11 +112,12 @@ class MaskConfig:
                 f"threshold={threshold} must be between a majority ({majority(holders)}) and all ({holders}) of a "
                 f"client and its {degree} neighbours"
             )
-        survivors = min_survivors if min_survivors is not None else majority(n_clients)
-        if not majority(n_clients) <= survivors <= n_clients:
+        base = round_clients if round_clients is not None else n_clients
+        survivors = min_survivors if min_survivors is not None else majority(base)
+        if not majority(base) <= survivors <= base:
             raise ConfigError(
-                f"min_survivors={survivors} must be between a majority ({majority(n_clients)}) and all ({n_clients}) "
-                "clients for the mask backend: the consistency check relies on an honest majority signing"
+                f"min_survivors={survivors} must be between a majority ({majority(base)}) and all ({base}) "
+                "clients of the round for the mask backend"
             )
         return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors)
 

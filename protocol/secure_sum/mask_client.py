@@ -135,14 +135,16 @@ class MaskClient(ClientRole):
         unknown = [c for c in participants if c not in self.directory]
         if unknown:
             raise self._fail(f"participants {unknown[:8]} are not in the identity directory")
-        plan = self.config.mask.resolve(len(participants), self.config.min_survivors)
+        ep = self._epoch
+        if request.epoch == 0 or ep is None or ep.round != request.header.round:
+            self._round_clients = len(participants)  # a new round; a re-key keeps the round's bar
+        plan = self.config.mask.resolve(len(participants), self.config.min_survivors, round_clients=self._round_clients)
         announced = (request.graph, request.degree, request.threshold, request.min_survivors)
         if announced != (plan.graph.value, plan.degree, plan.threshold, plan.min_survivors):
             raise self._fail(
                 f"server announced (graph, degree, threshold, min_survivors) = {announced}, but this client's "
                 f"configuration gives {(plan.graph.value, plan.degree, plan.threshold, plan.min_survivors)}"
             )
-        ep = self._epoch
         if ep is not None and ep.round == request.header.round and request.epoch <= ep.epoch:
             raise self._fail(f"key epoch {request.epoch} does not follow epoch {ep.epoch} of round {ep.round}")
         graph = NeighbourGraph.build(

@@ -84,8 +84,11 @@ class MaskServer(ServerRole):
         """Steps 1-2: advertise signed keys, then seal Shamir shares to neighbours."""
         self._epoch += 1
         participants = tuple(sorted(candidates))
-        self._require(len(participants), max(2, self.config.survivors_needed(len(self.clients))), "remain for a key set-up")
-        plan = self.config.mask.resolve(len(participants), self.config.min_survivors)
+        if self._epoch == 0:
+            self._round_clients = len(participants)
+        plan = self.config.mask.resolve(len(self.clients), self.config.min_survivors, round_clients=self._round_clients)
+        self._require(len(participants), plan.min_survivors, "remain for a key set-up")
+        plan = self.config.mask.resolve(len(participants), self.config.min_survivors, round_clients=self._round_clients)
         lab = self._labels()
         graph = NeighbourGraph.build(kind=plan.graph, participants=participants, degree=plan.degree, **lab)
         adverts: dict[int, SignedKeys] = {}

@@ -87,6 +87,21 @@ def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
     assert not any(kinds for (_, _, client), kinds in session.server.revealed.items() if client == 4)
 
 
+def test_rekeying_never_lowers_min_survivors():
+    """After a re-key among 5 of 7 clients, a sum still needs 4 contributors (a majority of 7),
+    not 3 (a majority of the 5 re-keyed participants)."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(N), seed=1))
+    session.runner.drop = {Stage.INPUT: {4, 5}}  # contributed to "a": forces a re-key among 5
+    session.secure_sum("b", make_inputs(range(N), seed=2))
+    assert any("re-keying" in line for line in session.server.log)
+    assert session.server._plan.min_survivors == 4
+    session.runner.drop = {Stage.INPUT: {0, 1, 4, 5}}  # two more drop: 3 would remain
+    with pytest.raises(DropoutError, match="fewer than the 4 required"):
+        session.secure_sum("c", make_inputs(range(N), seed=3))
+
+
 def test_below_threshold_fails_clearly_and_releases_nothing():
     dropped = set(range(N - T + 1))  # one more than the protocol tolerates
     session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.INPUT: dropped})
