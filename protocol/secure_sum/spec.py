@@ -66,7 +66,8 @@ class SumSpec:
         return sum(t.size for t in self.tensors)
 
     def flatten(self, tensors: Mapping[str, Any]) -> np.ndarray:
-        """Concatenate the tensors in spec order as one float64 vector.
+        """Concatenate the tensors in spec order as one vector, in their own (promoted) real
+        dtype: each backend converts once, where it needs to (float32 inputs stay float32 here).
 
         Raises:
             ConfigError: a missing, extra or wrongly shaped tensor (named in the message).
@@ -83,8 +84,8 @@ class SumSpec:
                 raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has shape {tuple(array.shape)}, expected {t.shape}")
             if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
                 raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has dtype {array.dtype}, expected a real number type")
-            parts.append(array.astype(np.float64, copy=False).ravel())
-        return np.concatenate(parts)
+            parts.append(array.ravel())
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def unflatten(self, vector: np.ndarray) -> dict[str, np.ndarray]:
         """Split a flat vector back into named tensors (copies)."""

@@ -119,19 +119,21 @@ class FixedPoint:
         same size to write into (saves a copy on the masking hot path).
         """
         scaled = np.multiply(values, float(2**self.precision_bits), dtype=np.float64)
-        if not np.isfinite(scaled).all():
-            raise ConfigError(f"input contains {int((~np.isfinite(scaled)).sum())} NaN or infinite values; a secure sum needs finite inputs")
         limit = self.clip_range * float(2**self.precision_bits)
-        count = int(np.count_nonzero(np.abs(scaled) > limit))
-        if count:
+        count = 0
+        if scaled.size and not (-limit <= scaled.min() and scaled.max() <= limit):  # NaN fails both too
+            if not np.isfinite(scaled).all():
+                raise ConfigError(f"input contains {int((~np.isfinite(scaled)).sum())} NaN or infinite values; a secure sum needs finite inputs")
+            count = int(np.count_nonzero(np.abs(scaled) > limit))
             np.clip(scaled, -limit, limit, out=scaled)
-        codes = np.rint(scaled, out=scaled).astype(np.int64).view(np.uint64)
+        np.rint(scaled, out=scaled)
         dtype = ring_dtype(self.ring_bits)
         if out is None:
-            return codes.astype(dtype, copy=False), count
-        if out.shape != codes.shape or out.dtype != dtype:
-            raise ConfigError(f"encode: out must be {dtype} of shape {codes.shape}, got {out.dtype} {out.shape}")
-        np.copyto(out, codes, casting="unsafe")  # modular reduction to the ring
+            out = np.empty(scaled.shape, dtype=dtype)
+        elif out.shape != scaled.shape or out.dtype != dtype:
+            raise ConfigError(f"encode: out must be {dtype} of shape {scaled.shape}, got {out.dtype} {out.shape}")
+        # |code| <= max_code < 2^(ring_bits-1): a signed cast is exact; its bits are the ring element
+        np.copyto(out.view(_SIGNED[self.ring_bits]), scaled, casting="unsafe")
         return out, count
 
     def decode_sum(self, ring_values: np.ndarray) -> np.ndarray:
