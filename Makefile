@@ -1,0 +1,32 @@
+# The two set-up commands of the README, and the protobuf regeneration.
+#   make demo    create .venv, install secure-fedgraph, run the demo
+#   make test    create .venv, install secure-fedgraph with its test tools, run the tests
+#   make protos  regenerate secure_fedgraph/wire/ from proto/ (tests/test_protos.py checks it)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test protos bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "torch==2.13.0"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/secure-fedgraph demo
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+protos: $(VENV)/.installed
+	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. $$(find . -name '*.proto' | sort)
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/secure_sum.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
