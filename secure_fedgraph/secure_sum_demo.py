@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, codec, local_session
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, local_session
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
 
 

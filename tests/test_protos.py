@@ -14,7 +14,10 @@ def test_generated_code_matches_the_proto_files(tmp_path):
     protos = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto").rglob("*.proto"))
     assert protos, "no .proto files found"
     subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", "-Iproto", f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", *protos],
+        [
+            sys.executable, "-m", "grpc_tools.protoc", "-Iproto",
+            f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", f"--grpc_python_out={tmp_path}", *protos,
+        ],
         cwd=ROOT,
         check=True,
     )

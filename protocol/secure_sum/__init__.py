@@ -17,8 +17,10 @@ process; the gRPC runtime across processes).
 
 from secure_fedgraph.protocol.secure_sum.config import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
-from secure_fedgraph.protocol.secure_sum.local import LocalRunner, LocalSession, local_session
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, Step, StepOutcome, new_session_id
+from secure_fedgraph.protocol.secure_sum.local import LocalSession, local_session
+from secure_fedgraph.protocol.transports.inprocess import LocalRunner
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
+from secure_fedgraph.protocol.steps import Step, StepOutcome
 from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, TensorSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 

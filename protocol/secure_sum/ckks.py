@@ -59,18 +59,19 @@ class CkksServer(ServerRole):
         self._installed: set[int] = set()
         self._epoch = -1
 
-    def setup(self, round_index: int) -> StepGen[None]:
-        self._begin_round(round_index)
+    def setup(self, round_index: int, participants=None) -> StepGen[None]:
+        chosen = self._begin_round(round_index, participants)
+        self._needed = self.config.survivors_needed(len(chosen))
         self._sum_index = 0
         if self.context is None:
-            yield from self._deal_keys()
-        self.live = set(self._installed)
+            yield from self._deal_keys(chosen)
+        self.live = set(self._installed) & set(chosen)
 
-    def _deal_keys(self) -> StepGen[None]:
+    def _deal_keys(self, chosen: list[int]) -> StepGen[None]:
         self._epoch += 1
-        needed = self.config.survivors_needed(len(self.clients))
+        needed = self._needed
         lab = {"session": self.session, "round": self.round, "epoch": self._epoch}
-        participants = tuple(self.clients)
+        participants = tuple(chosen)
         adverts: dict[int, SignedKeys] = {}
 
         def accept_advert(client: int, response: AdvertiseResponse) -> None:
@@ -119,7 +120,7 @@ class CkksServer(ServerRole):
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         params = self.config.ckks.params
         params.check_capacity(n_clients=len(self.clients), clip_range=self.config.ckks.clip_range)
-        needed = self.config.survivors_needed(len(self.clients))
+        needed = self._needed
         self._require(len(self.live), needed, "remain live for a new sum")
         index, self._sum_index = self._sum_index, self._sum_index + 1
         total_lanes = spec.size + 2

@@ -74,11 +74,11 @@ class MaskServer(ServerRole):
         return {"session": self.session, "round": self.round, "epoch": self._epoch}
 
     # --- rounds and key epochs ---------------------------------------------------------------
-    def setup(self, round_index: int) -> StepGen[None]:
-        self._begin_round(round_index)
+    def setup(self, round_index: int, participants=None) -> StepGen[None]:
+        chosen = self._begin_round(round_index, participants)
         self._epoch = -1
         self._next_sum = 0
-        yield from self._key_setup(set(self.clients))
+        yield from self._key_setup(set(chosen))
 
     def _key_setup(self, candidates: set[int]) -> StepGen[None]:
         """Steps 1-2: advertise signed keys, then seal Shamir shares to neighbours."""
@@ -86,8 +86,8 @@ class MaskServer(ServerRole):
         participants = tuple(sorted(candidates))
         if self._epoch == 0:
             self._round_clients = len(participants)
-        plan = self.config.mask.resolve(len(self.clients), self.config.min_survivors, round_clients=self._round_clients)
-        self._require(len(participants), plan.min_survivors, "remain for a key set-up")
+        needed = self.config.mask.resolve(self._round_clients, self.config.min_survivors).min_survivors
+        self._require(len(participants), needed, "remain for a key set-up")
         plan = self.config.mask.resolve(len(participants), self.config.min_survivors, round_clients=self._round_clients)
         lab = self._labels()
         graph = NeighbourGraph.build(kind=plan.graph, participants=participants, degree=plan.degree, **lab)

@@ -1,4 +1,5 @@
-"""Wire messages of the secure-sum protocol, as frozen dataclasses.
+"""Wire messages of the secure-sum protocol, as frozen dataclasses (Header and Ack are shared:
+see :mod:`secure_fedgraph.protocol.messages`).
 
 Field names match proto/secure_fedgraph/wire/secure_sum.proto one for one; the codec maps
 between them and tests/protocol/test_codec.py round-trips every message. Every message
@@ -30,51 +31,8 @@ import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.protocol.secure_sum.spec import SumSpec, TensorSpec
-from secure_fedgraph.protocol.secure_sum.stages import Stage
-
-SERVER = -1
-
-__all__ = [
-    "SERVER",
-    "Header",
-    "SignedKeys",
-    "Sealed",
-    "Share",
-    "Signature",
-    "TensorSpec",
-    "SumSpec",
-    "FixedPoint",
-    "AdvertiseRequest",
-    "AdvertiseResponse",
-    "ShareKeysRequest",
-    "ShareKeysResponse",
-    "KeyDealRequest",
-    "KeyDealResponse",
-    "KeyInstallRequest",
-    "InputRequest",
-    "InputResponse",
-    "ConsistencyRequest",
-    "ConsistencyResponse",
-    "UnmaskRequest",
-    "UnmaskResponse",
-    "RecoverRequest",
-    "RecoverResponse",
-    "DeliverRequest",
-    "Ack",
-    "Message",
-    "REQUESTS",
-    "RESPONSES",
-]
-
-
-@dataclass(frozen=True)
-class Header:
-    session: bytes
-    round: int
-    step: int
-    stage: Stage
-    sender: int
-
+from secure_fedgraph.protocol.messages import SERVER, Ack, Header
+from secure_fedgraph.protocol.stages import Stage
 
 @dataclass(frozen=True)
 class SignedKeys:
@@ -224,11 +182,6 @@ class DeliverRequest:
     aggregate: np.ndarray | None  # plain: float sum; mask: ring sum
     ciphertexts: tuple[bytes, ...]  # ckks: encrypted sum
     clipped: int | None
-
-
-@dataclass(frozen=True)
-class Ack:
-    header: Header
 
 
 Message = (

@@ -19,10 +19,10 @@ from secure_fedgraph.protocol.secure_sum.stages import Stage
 class PlainServer(ServerRole):
     backend = Backend.PLAIN
 
-    def setup(self, round_index: int) -> StepGen[None]:
-        self._begin_round(round_index)
+    def setup(self, round_index: int, participants=None) -> StepGen[None]:
+        self.live = set(self._begin_round(round_index, participants))
+        self._needed = self.config.survivors_needed(len(self.live))
         self._sum_index = 0
-        self.live = set(self.clients)
         return
         yield  # a generator with no steps: plain needs no key set-up
 
@@ -38,12 +38,12 @@ class PlainServer(ServerRole):
                 raise ProtocolError(f"plain input of client {client} contains NaN or infinity")
             np.add(total, x, out=total)
 
-        self._require(len(self.live), self.config.survivors_needed(len(self.clients)), "remain live for a new sum")
+        self._require(len(self.live), self._needed, "remain live for a new sum")
         live = tuple(sorted(self.live))
         outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept)
         self._note(Stage.INPUT, outcome)
         self.live = set(outcome.accepted)
-        self._require(len(outcome.accepted), self.config.survivors_needed(len(self.clients)), "sent inputs")
+        self._require(len(outcome.accepted), self._needed, "sent inputs")
         contributors = tuple(sorted(outcome.accepted))
         outcome = yield self._step(
             Stage.DELIVER,

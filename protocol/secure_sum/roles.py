@@ -1,11 +1,9 @@
 """What every backend's server and client roles share: steps, headers, transition checks.
 
-A server role is written as generators of :class:`Step`: each step sends one request per
-client, then resumes with a :class:`StepOutcome` saying who answered, once every accepted
-answer has been passed to the step's ``accept`` callback (which validates it and folds it
-into the server state, so large uploads are summed as they arrive and never kept). A
-driver, in-process (:mod:`.local`) or over a network transport, executes the steps; the
-roles know nothing of transports.
+A server role is written as generators of :class:`~secure_fedgraph.protocol.steps.Step`
+(see :mod:`secure_fedgraph.protocol.steps`); a transport executes them. Request headers come
+from the session's :class:`~secure_fedgraph.protocol.session.Sequencer`, shared with the other
+collectives so step numbers increase over the whole session.
 
 A client role is a state machine: :meth:`ClientRole.handle` checks the header and the stage
 transition before dispatching to one handler per stage (``_on_<stage>``).
@@ -15,9 +13,8 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,30 +24,10 @@ from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
 from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
+from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
+from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome
 
-T = TypeVar("T")
-SESSION_BYTES = 16
-
-
-@dataclass(frozen=True)
-class Step:
-    """One request per listed client; ``accept(client, response)`` absorbs each answer."""
-
-    stage: Stage
-    requests: Mapping[int, Message]
-    accept: Callable[[int, Message], None]
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """Who answered a step: accepted answers, rejected ones (with the reason), and silence."""
-
-    accepted: frozenset[int]
-    rejected: Mapping[int, str] = field(default_factory=dict)
-    silent: frozenset[int] = frozenset()
-
-
-StepGen = Generator[Step, StepOutcome, T]
+__all__ = ["ServerRole", "ClientRole", "Step", "StepGen", "StepOutcome", "new_session_id", "check_directory"]
 
 
 def new_session_id() -> bytes:
@@ -75,10 +52,19 @@ class ServerRole(ABC):
 
     backend: Backend
 
-    def __init__(self, config: SecureSumConfig, *, session: bytes, directory: Mapping[int, bytes], clients: list[int]) -> None:
-        if len(session) != SESSION_BYTES:
-            raise ConfigError(f"session id must be {SESSION_BYTES} bytes, got {len(session)}")
+    def __init__(
+        self,
+        config: SecureSumConfig,
+        *,
+        session: bytes,
+        directory: Mapping[int, bytes],
+        clients: list[int],
+        sequencer: Sequencer | None = None,
+    ) -> None:
         self.config = config
+        self.seq = sequencer if sequencer is not None else Sequencer(session)
+        if self.seq.session != session:
+            raise ConfigError("the sequencer belongs to another session")
         self.session = session
         self.directory = check_directory(directory)
         unknown = sorted(set(clients) - set(self.directory))
@@ -87,47 +73,35 @@ class ServerRole(ABC):
         if len(set(clients)) != len(clients) or len(clients) < 2:
             raise ConfigError(f"a secure sum needs at least 2 distinct clients, got {clients}")
         self.clients = sorted(clients)
-        self.round = -1
-        self._step_no = 0
-        self._current_step = -1
+        self._round_started = -1
         self.log: list[str] = []  # stage-level events (ids, counts, reasons); never payloads
 
+    @property
+    def round(self) -> int:
+        return self.seq.round
+
     @abstractmethod
-    def setup(self, round_index: int) -> StepGen[None]:
-        """Start a round (key set-up where the backend needs one)."""
+    def setup(self, round_index: int, participants: Collection[int] | None = None) -> StepGen[None]:
+        """Start a round (key set-up where the backend needs one) among ``participants``
+        (default: every client of the session; a runtime passes the clients still alive)."""
 
     @abstractmethod
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         """One secure sum within the current round."""
 
-    def _begin_round(self, round_index: int) -> None:
-        if round_index <= self.round:
-            raise ConfigError(f"round {round_index} does not follow round {self.round}")
-        self.round = round_index
+    def _begin_round(self, round_index: int, participants: Collection[int] | None) -> list[int]:
+        if round_index <= self._round_started:
+            raise ConfigError(f"round {round_index} does not follow round {self._round_started}")
+        self._round_started = round_index
+        self.seq.round = round_index
+        chosen = sorted(self.clients if participants is None else participants)
+        if not set(chosen) <= set(self.clients):
+            raise ConfigError(f"participants {sorted(set(chosen) - set(self.clients))} are not clients of this session")
+        return chosen
 
     def _step(self, stage: Stage, build: Callable[[Header], Mapping[int, Message]], accept: Callable[[int, Any], None]) -> Step:
-        """Make a step with a fresh step number; wrap ``accept`` with the header checks."""
-        self._step_no += 1
-        self._current_step = self._step_no
-        header = Header(self.session, self.round, self._step_no, stage, SERVER)
-        expected = RESPONSES[stage]
-
-        def checked(client: int, response: Message) -> None:
-            if type(response) is not expected:
-                raise ProtocolError(f"{stage.value}: expected {expected.__name__}, got {type(response).__name__}")
-            h = response.header
-            if h.session != self.session:
-                raise ProtocolError(f"{stage.value}: response from client {client} belongs to another session")
-            if (h.round, h.step, h.stage) != (self.round, self._current_step, stage):
-                raise ProtocolError(
-                    f"{stage.value}: response from client {client} is for round {h.round} step {h.step} "
-                    f"({h.stage.value}), expected round {self.round} step {self._current_step} (a replay or a late answer)"
-                )
-            if h.sender != client:
-                raise ProtocolError(f"{stage.value}: client {client} sent a message claiming to be from {h.sender}")
-            accept(client, response)
-
-        return Step(stage, build(header), checked)
+        """A step of this backend (fresh step number, header checks around ``accept``)."""
+        return self.seq.step(stage, build, accept, RESPONSES[stage])
 
     @staticmethod
     def _per_client(header: Header, clients, cls: type, fields: Callable[[int], tuple]) -> dict[int, Message]:

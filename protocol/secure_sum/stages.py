@@ -1,4 +1,4 @@
-"""Stage names and, per backend, which request stage may follow which (the transition tables).
+"""Per secure-sum backend, which request stage may follow which (the transition tables).
 
 A client role is a state machine: its state is the stage of the last request it answered
 (``None`` before the first). A request whose stage is not in ``TRANSITIONS[backend][state]``
@@ -8,23 +8,10 @@ separately, by the strictly increasing step number in every header.
 
 from __future__ import annotations
 
-import enum
-
 from secure_fedgraph.protocol.secure_sum.config import Backend
+from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 
-
-class Stage(enum.Enum):
-    """Every step of every backend. Values are the names used on the wire."""
-
-    ADVERTISE = "advertise"  # clients publish signed round keys
-    SHARE_KEYS = "share_keys"  # mask: clients seal Shamir shares to neighbours
-    KEY_DEAL = "key_deal"  # ckks: the dealer makes the context, seals it to peers
-    KEY_INSTALL = "key_install"  # ckks: peers open and install the secret context
-    INPUT = "input"  # clients upload their (masked / encrypted / plain) input
-    CONSISTENCY = "consistency"  # mask: survivors sign the survivor set
-    UNMASK = "unmask"  # mask: survivors reveal self-mask keys and dropped peers' key shares
-    RECOVER = "recover"  # mask: survivors give self-mask seed shares of silent survivors
-    DELIVER = "deliver"  # the aggregate (plain / ring sum / ciphertexts) goes to clients
+__all__ = ["Stage", "SECURE_SUM_STAGES", "TRANSITIONS"]
 
 
 _S = Stage

@@ -22,67 +22,54 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from secure_fedgraph.wire import common_pb2 as secure__fedgraph_dot_wire_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%secure_fedgraph/wire/secure_sum.proto\x12\x14secure_fedgraph.wire\"U\n\x06Header\x12\x0f\n\x07session\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\x03\x12\x0c\n\x04step\x18\x03 \x01(\x03\x12\r\n\x05stage\x18\x04 \x01(\t\x12\x0e\n\x06sender\x18\x05 \x01(\x03\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"s\n\nSignedKeys\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x14\n\x0cshare_public\x18\x02 \x01(\x0c\x12\x13\n\x0bmask_public\x18\x03 \x01(\x0c\x12\x17\n\x0fseed_commitment\x18\x04 \x01(\x0c\x12\x11\n\tsignature\x18\x05 \x01(\x0c\"5\n\x06Sealed\x12\r\n\x05owner\x18\x01 \x01(\x03\x12\x0e\n\x06holder\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"%\n\x05Share\x12\r\n\x05owner\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\tSignature\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x11\n\tsignature\x18\x02 \x01(\x0c\")\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\"J\n\x07SumSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x31\n\x07tensors\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.TensorSpec\"K\n\nFixedPoint\x12\x12\n\nclip_range\x18\x01 \x01(\x01\x12\x16\n\x0eprecision_bits\x18\x02 \x01(\x03\x12\x11\n\tring_bits\x18\x03 \x01(\x03\"\xae\x01\n\x10\x41\x64vertiseRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x14\n\x0cparticipants\x18\x03 \x03(\x03\x12\r\n\x05graph\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65gree\x18\x05 \x01(\x03\x12\x11\n\tthreshold\x18\x06 \x01(\x03\x12\x15\n\rmin_survivors\x18\x07 \x01(\x03\"q\n\x11\x41\x64vertiseResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12.\n\x04keys\x18\x02 \x01(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"q\n\x10ShareKeysRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12/\n\x05peers\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"o\n\x11ShareKeysResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12,\n\x06sealed\x18\x02 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"o\n\x0eKeyDealRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12/\n\x05peers\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"\x9d\x01\n\x0fKeyDealResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x16\n\x0epublic_context\x18\x02 \x01(\x0c\x12\x16\n\x0esealed_context\x18\x04 \x01(\x0c\x12,\n\x06sealed\x18\x03 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"\xb9\x01\n\x11KeyInstallRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x30\n\x06\x64\x65\x61ler\x18\x02 \x01(\x0b\x32 .secure_fedgraph.wire.SignedKeys\x12,\n\x06sealed\x18\x03 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\x12\x16\n\x0esealed_context\x18\x04 \x01(\x0c\"\xec\x01\n\x0cInputRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsum_index\x18\x02 \x01(\x03\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.secure_fedgraph.wire.SumSpec\x12\x32\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32 .secure_fedgraph.wire.FixedPoint\x12\x0c\n\x04live\x18\x05 \x03(\x03\x12,\n\x06shares\x18\x06 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"\x81\x01\n\rInputResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12-\n\x07payload\x18\x02 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\x12\x13\n\x0b\x63iphertexts\x18\x03 \x03(\x0c\"U\n\x12\x43onsistencyRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsurvivors\x18\x02 \x03(\x03\"V\n\x13\x43onsistencyResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"r\n\rUnmaskRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x33\n\nsignatures\x18\x02 \x03(\x0b\x32\x1f.secure_fedgraph.wire.Signature\"\x8b\x01\n\x0eUnmaskResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x15\n\rself_mask_key\x18\x02 \x01(\x0c\x12\x34\n\x0fmask_key_shares\x18\x03 \x03(\x0b\x32\x1b.secure_fedgraph.wire.Share\"\x84\x01\n\x0eRecoverRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0f\n\x07missing\x18\x02 \x03(\x03\x12\x33\n\nsignatures\x18\x03 \x03(\x0b\x32\x1f.secure_fedgraph.wire.Signature\"v\n\x0fRecoverResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x35\n\x10self_seed_shares\x18\x02 \x03(\x0b\x32\x1b.secure_fedgraph.wire.Share\"\xcf\x01\n\x0e\x44\x65liverRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsum_index\x18\x02 \x01(\x03\x12\x14\n\x0c\x63ontributors\x18\x03 \x03(\x03\x12/\n\taggregate\x18\x04 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\x12\x13\n\x0b\x63iphertexts\x18\x05 \x03(\x0c\x12\x14\n\x07\x63lipped\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\n\n\x08_clipped\"3\n\x03\x41\x63k\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\"\xf9\x08\n\x08\x45nvelope\x12\x43\n\x11\x61\x64vertise_request\x18\x01 \x01(\x0b\x32&.secure_fedgraph.wire.AdvertiseRequestH\x00\x12\x45\n\x12\x61\x64vertise_response\x18\x02 \x01(\x0b\x32\'.secure_fedgraph.wire.AdvertiseResponseH\x00\x12\x44\n\x12share_keys_request\x18\x03 \x01(\x0b\x32&.secure_fedgraph.wire.ShareKeysRequestH\x00\x12\x46\n\x13share_keys_response\x18\x04 \x01(\x0b\x32\'.secure_fedgraph.wire.ShareKeysResponseH\x00\x12@\n\x10key_deal_request\x18\x05 \x01(\x0b\x32$.secure_fedgraph.wire.KeyDealRequestH\x00\x12\x42\n\x11key_deal_response\x18\x06 \x01(\x0b\x32%.secure_fedgraph.wire.KeyDealResponseH\x00\x12\x46\n\x13key_install_request\x18\x07 \x01(\x0b\x32\'.secure_fedgraph.wire.KeyInstallRequestH\x00\x12;\n\rinput_request\x18\x08 \x01(\x0b\x32\".secure_fedgraph.wire.InputRequestH\x00\x12=\n\x0einput_response\x18\t \x01(\x0b\x32#.secure_fedgraph.wire.InputResponseH\x00\x12G\n\x13\x63onsistency_request\x18\n \x01(\x0b\x32(.secure_fedgraph.wire.ConsistencyRequestH\x00\x12I\n\x14\x63onsistency_response\x18\x0b \x01(\x0b\x32).secure_fedgraph.wire.ConsistencyResponseH\x00\x12=\n\x0eunmask_request\x18\x0c \x01(\x0b\x32#.secure_fedgraph.wire.UnmaskRequestH\x00\x12?\n\x0funmask_response\x18\r \x01(\x0b\x32$.secure_fedgraph.wire.UnmaskResponseH\x00\x12?\n\x0frecover_request\x18\x0e \x01(\x0b\x32$.secure_fedgraph.wire.RecoverRequestH\x00\x12\x41\n\x10recover_response\x18\x0f \x01(\x0b\x32%.secure_fedgraph.wire.RecoverResponseH\x00\x12?\n\x0f\x64\x65liver_request\x18\x10 \x01(\x0b\x32$.secure_fedgraph.wire.DeliverRequestH\x00\x12(\n\x03\x61\x63k\x18\x11 \x01(\x0b\x32\x19.secure_fedgraph.wire.AckH\x00\x42\x06\n\x04\x62odyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%secure_fedgraph/wire/secure_sum.proto\x12\x14secure_fedgraph.wire\x1a!secure_fedgraph/wire/common.proto\"s\n\nSignedKeys\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x14\n\x0cshare_public\x18\x02 \x01(\x0c\x12\x13\n\x0bmask_public\x18\x03 \x01(\x0c\x12\x17\n\x0fseed_commitment\x18\x04 \x01(\x0c\x12\x11\n\tsignature\x18\x05 \x01(\x0c\"5\n\x06Sealed\x12\r\n\x05owner\x18\x01 \x01(\x03\x12\x0e\n\x06holder\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"%\n\x05Share\x12\r\n\x05owner\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\tSignature\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"\xae\x01\n\x10\x41\x64vertiseRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x14\n\x0cparticipants\x18\x03 \x03(\x03\x12\r\n\x05graph\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65gree\x18\x05 \x01(\x03\x12\x11\n\tthreshold\x18\x06 \x01(\x03\x12\x15\n\rmin_survivors\x18\x07 \x01(\x03\"q\n\x11\x41\x64vertiseResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12.\n\x04keys\x18\x02 \x01(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"q\n\x10ShareKeysRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12/\n\x05peers\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"o\n\x11ShareKeysResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12,\n\x06sealed\x18\x02 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"o\n\x0eKeyDealRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12/\n\x05peers\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.SignedKeys\"\x9d\x01\n\x0fKeyDealResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x16\n\x0epublic_context\x18\x02 \x01(\x0c\x12\x16\n\x0esealed_context\x18\x04 \x01(\x0c\x12,\n\x06sealed\x18\x03 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"\xb9\x01\n\x11KeyInstallRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x30\n\x06\x64\x65\x61ler\x18\x02 \x01(\x0b\x32 .secure_fedgraph.wire.SignedKeys\x12,\n\x06sealed\x18\x03 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\x12\x16\n\x0esealed_context\x18\x04 \x01(\x0c\"\xec\x01\n\x0cInputRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsum_index\x18\x02 \x01(\x03\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.secure_fedgraph.wire.SumSpec\x12\x32\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32 .secure_fedgraph.wire.FixedPoint\x12\x0c\n\x04live\x18\x05 \x03(\x03\x12,\n\x06shares\x18\x06 \x03(\x0b\x32\x1c.secure_fedgraph.wire.Sealed\"\x81\x01\n\rInputResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12-\n\x07payload\x18\x02 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\x12\x13\n\x0b\x63iphertexts\x18\x03 \x03(\x0c\"U\n\x12\x43onsistencyRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsurvivors\x18\x02 \x03(\x03\"V\n\x13\x43onsistencyResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"r\n\rUnmaskRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x33\n\nsignatures\x18\x02 \x03(\x0b\x32\x1f.secure_fedgraph.wire.Signature\"\x8b\x01\n\x0eUnmaskResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x15\n\rself_mask_key\x18\x02 \x01(\x0c\x12\x34\n\x0fmask_key_shares\x18\x03 \x03(\x0b\x32\x1b.secure_fedgraph.wire.Share\"\x84\x01\n\x0eRecoverRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0f\n\x07missing\x18\x02 \x03(\x03\x12\x33\n\nsignatures\x18\x03 \x03(\x0b\x32\x1f.secure_fedgraph.wire.Signature\"v\n\x0fRecoverResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x35\n\x10self_seed_shares\x18\x02 \x03(\x0b\x32\x1b.secure_fedgraph.wire.Share\"\xcf\x01\n\x0e\x44\x65liverRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x11\n\tsum_index\x18\x02 \x01(\x03\x12\x14\n\x0c\x63ontributors\x18\x03 \x03(\x03\x12/\n\taggregate\x18\x04 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\x12\x13\n\x0b\x63iphertexts\x18\x05 \x03(\x0c\x12\x14\n\x07\x63lipped\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\n\n\x08_clippedb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'secure_fedgraph.wire.secure_sum_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HEADER']._serialized_start=63
-  _globals['_HEADER']._serialized_end=148
-  _globals['_TENSOR']._serialized_start=150
-  _globals['_TENSOR']._serialized_end=202
-  _globals['_SIGNEDKEYS']._serialized_start=204
-  _globals['_SIGNEDKEYS']._serialized_end=319
-  _globals['_SEALED']._serialized_start=321
-  _globals['_SEALED']._serialized_end=374
-  _globals['_SHARE']._serialized_start=376
-  _globals['_SHARE']._serialized_end=413
-  _globals['_SIGNATURE']._serialized_start=415
-  _globals['_SIGNATURE']._serialized_end=461
-  _globals['_TENSORSPEC']._serialized_start=463
-  _globals['_TENSORSPEC']._serialized_end=504
-  _globals['_SUMSPEC']._serialized_start=506
-  _globals['_SUMSPEC']._serialized_end=580
-  _globals['_FIXEDPOINT']._serialized_start=582
-  _globals['_FIXEDPOINT']._serialized_end=657
-  _globals['_ADVERTISEREQUEST']._serialized_start=660
-  _globals['_ADVERTISEREQUEST']._serialized_end=834
-  _globals['_ADVERTISERESPONSE']._serialized_start=836
-  _globals['_ADVERTISERESPONSE']._serialized_end=949
-  _globals['_SHAREKEYSREQUEST']._serialized_start=951
-  _globals['_SHAREKEYSREQUEST']._serialized_end=1064
-  _globals['_SHAREKEYSRESPONSE']._serialized_start=1066
-  _globals['_SHAREKEYSRESPONSE']._serialized_end=1177
-  _globals['_KEYDEALREQUEST']._serialized_start=1179
-  _globals['_KEYDEALREQUEST']._serialized_end=1290
-  _globals['_KEYDEALRESPONSE']._serialized_start=1293
-  _globals['_KEYDEALRESPONSE']._serialized_end=1450
-  _globals['_KEYINSTALLREQUEST']._serialized_start=1453
-  _globals['_KEYINSTALLREQUEST']._serialized_end=1638
-  _globals['_INPUTREQUEST']._serialized_start=1641
-  _globals['_INPUTREQUEST']._serialized_end=1877
-  _globals['_INPUTRESPONSE']._serialized_start=1880
-  _globals['_INPUTRESPONSE']._serialized_end=2009
-  _globals['_CONSISTENCYREQUEST']._serialized_start=2011
-  _globals['_CONSISTENCYREQUEST']._serialized_end=2096
-  _globals['_CONSISTENCYRESPONSE']._serialized_start=2098
-  _globals['_CONSISTENCYRESPONSE']._serialized_end=2184
-  _globals['_UNMASKREQUEST']._serialized_start=2186
-  _globals['_UNMASKREQUEST']._serialized_end=2300
-  _globals['_UNMASKRESPONSE']._serialized_start=2303
-  _globals['_UNMASKRESPONSE']._serialized_end=2442
-  _globals['_RECOVERREQUEST']._serialized_start=2445
-  _globals['_RECOVERREQUEST']._serialized_end=2577
-  _globals['_RECOVERRESPONSE']._serialized_start=2579
-  _globals['_RECOVERRESPONSE']._serialized_end=2697
-  _globals['_DELIVERREQUEST']._serialized_start=2700
-  _globals['_DELIVERREQUEST']._serialized_end=2907
-  _globals['_ACK']._serialized_start=2909
-  _globals['_ACK']._serialized_end=2960
-  _globals['_ENVELOPE']._serialized_start=2963
-  _globals['_ENVELOPE']._serialized_end=4108
+  _globals['_SIGNEDKEYS']._serialized_start=98
+  _globals['_SIGNEDKEYS']._serialized_end=213
+  _globals['_SEALED']._serialized_start=215
+  _globals['_SEALED']._serialized_end=268
+  _globals['_SHARE']._serialized_start=270
+  _globals['_SHARE']._serialized_end=307
+  _globals['_SIGNATURE']._serialized_start=309
+  _globals['_SIGNATURE']._serialized_end=355
+  _globals['_ADVERTISEREQUEST']._serialized_start=358
+  _globals['_ADVERTISEREQUEST']._serialized_end=532
+  _globals['_ADVERTISERESPONSE']._serialized_start=534
+  _globals['_ADVERTISERESPONSE']._serialized_end=647
+  _globals['_SHAREKEYSREQUEST']._serialized_start=649
+  _globals['_SHAREKEYSREQUEST']._serialized_end=762
+  _globals['_SHAREKEYSRESPONSE']._serialized_start=764
+  _globals['_SHAREKEYSRESPONSE']._serialized_end=875
+  _globals['_KEYDEALREQUEST']._serialized_start=877
+  _globals['_KEYDEALREQUEST']._serialized_end=988
+  _globals['_KEYDEALRESPONSE']._serialized_start=991
+  _globals['_KEYDEALRESPONSE']._serialized_end=1148
+  _globals['_KEYINSTALLREQUEST']._serialized_start=1151
+  _globals['_KEYINSTALLREQUEST']._serialized_end=1336
+  _globals['_INPUTREQUEST']._serialized_start=1339
+  _globals['_INPUTREQUEST']._serialized_end=1575
+  _globals['_INPUTRESPONSE']._serialized_start=1578
+  _globals['_INPUTRESPONSE']._serialized_end=1707
+  _globals['_CONSISTENCYREQUEST']._serialized_start=1709
+  _globals['_CONSISTENCYREQUEST']._serialized_end=1794
+  _globals['_CONSISTENCYRESPONSE']._serialized_start=1796
+  _globals['_CONSISTENCYRESPONSE']._serialized_end=1882
+  _globals['_UNMASKREQUEST']._serialized_start=1884
+  _globals['_UNMASKREQUEST']._serialized_end=1998
+  _globals['_UNMASKRESPONSE']._serialized_start=2001
+  _globals['_UNMASKRESPONSE']._serialized_end=2140
+  _globals['_RECOVERREQUEST']._serialized_start=2143
+  _globals['_RECOVERREQUEST']._serialized_end=2275
+  _globals['_RECOVERRESPONSE']._serialized_start=2277
+  _globals['_RECOVERRESPONSE']._serialized_end=2395
+  _globals['_DELIVERREQUEST']._serialized_start=2398
+  _globals['_DELIVERREQUEST']._serialized_end=2605
 # @@protoc_insertion_point(module_scope)

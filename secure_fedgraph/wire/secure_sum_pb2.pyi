@@ -1,3 +1,4 @@
+from secure_fedgraph.wire import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -5,30 +6,6 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class Header(_message.Message):
-    __slots__ = ("session", "round", "step", "stage", "sender")
-    SESSION_FIELD_NUMBER: _ClassVar[int]
-    ROUND_FIELD_NUMBER: _ClassVar[int]
-    STEP_FIELD_NUMBER: _ClassVar[int]
-    STAGE_FIELD_NUMBER: _ClassVar[int]
-    SENDER_FIELD_NUMBER: _ClassVar[int]
-    session: bytes
-    round: int
-    step: int
-    stage: str
-    sender: int
-    def __init__(self, session: _Optional[bytes] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., stage: _Optional[str] = ..., sender: _Optional[int] = ...) -> None: ...
-
-class Tensor(_message.Message):
-    __slots__ = ("dtype", "shape", "data")
-    DTYPE_FIELD_NUMBER: _ClassVar[int]
-    SHAPE_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    dtype: str
-    shape: _containers.RepeatedScalarFieldContainer[int]
-    data: bytes
-    def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class SignedKeys(_message.Message):
     __slots__ = ("client", "share_public", "mask_public", "seed_commitment", "signature")
@@ -70,32 +47,6 @@ class Signature(_message.Message):
     signature: bytes
     def __init__(self, client: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
-class TensorSpec(_message.Message):
-    __slots__ = ("name", "shape")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    SHAPE_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class SumSpec(_message.Message):
-    __slots__ = ("name", "tensors")
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    TENSORS_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
-    def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
-
-class FixedPoint(_message.Message):
-    __slots__ = ("clip_range", "precision_bits", "ring_bits")
-    CLIP_RANGE_FIELD_NUMBER: _ClassVar[int]
-    PRECISION_BITS_FIELD_NUMBER: _ClassVar[int]
-    RING_BITS_FIELD_NUMBER: _ClassVar[int]
-    clip_range: float
-    precision_bits: int
-    ring_bits: int
-    def __init__(self, clip_range: _Optional[float] = ..., precision_bits: _Optional[int] = ..., ring_bits: _Optional[int] = ...) -> None: ...
-
 class AdvertiseRequest(_message.Message):
     __slots__ = ("header", "epoch", "participants", "graph", "degree", "threshold", "min_survivors")
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -105,46 +56,46 @@ class AdvertiseRequest(_message.Message):
     DEGREE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     MIN_SURVIVORS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     epoch: int
     participants: _containers.RepeatedScalarFieldContainer[int]
     graph: str
     degree: int
     threshold: int
     min_survivors: int
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., epoch: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., graph: _Optional[str] = ..., degree: _Optional[int] = ..., threshold: _Optional[int] = ..., min_survivors: _Optional[int] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., epoch: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., graph: _Optional[str] = ..., degree: _Optional[int] = ..., threshold: _Optional[int] = ..., min_survivors: _Optional[int] = ...) -> None: ...
 
 class AdvertiseResponse(_message.Message):
     __slots__ = ("header", "keys")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     keys: SignedKeys
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., keys: _Optional[_Union[SignedKeys, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., keys: _Optional[_Union[SignedKeys, _Mapping]] = ...) -> None: ...
 
 class ShareKeysRequest(_message.Message):
     __slots__ = ("header", "peers")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     peers: _containers.RepeatedCompositeFieldContainer[SignedKeys]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
 
 class ShareKeysResponse(_message.Message):
     __slots__ = ("header", "sealed")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     sealed: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
 
 class KeyDealRequest(_message.Message):
     __slots__ = ("header", "peers")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     peers: _containers.RepeatedCompositeFieldContainer[SignedKeys]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
 
 class KeyDealResponse(_message.Message):
     __slots__ = ("header", "public_context", "sealed_context", "sealed")
@@ -152,11 +103,11 @@ class KeyDealResponse(_message.Message):
     PUBLIC_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SEALED_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     public_context: bytes
     sealed_context: bytes
     sealed: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., public_context: _Optional[bytes] = ..., sealed_context: _Optional[bytes] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., public_context: _Optional[bytes] = ..., sealed_context: _Optional[bytes] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
 
 class KeyInstallRequest(_message.Message):
     __slots__ = ("header", "dealer", "sealed", "sealed_context")
@@ -164,11 +115,11 @@ class KeyInstallRequest(_message.Message):
     DEALER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
     SEALED_CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     dealer: SignedKeys
     sealed: Sealed
     sealed_context: bytes
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ..., sealed_context: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ..., sealed_context: _Optional[bytes] = ...) -> None: ...
 
 class InputRequest(_message.Message):
     __slots__ = ("header", "sum_index", "spec", "encoding", "live", "shares")
@@ -178,75 +129,75 @@ class InputRequest(_message.Message):
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     LIVE_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     sum_index: int
-    spec: SumSpec
-    encoding: FixedPoint
+    spec: _common_pb2.SumSpec
+    encoding: _common_pb2.FixedPoint
     live: _containers.RepeatedScalarFieldContainer[int]
     shares: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
 
 class InputResponse(_message.Message):
     __slots__ = ("header", "payload", "ciphertexts")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
-    payload: Tensor
+    header: _common_pb2.Header
+    payload: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., payload: _Optional[_Union[Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
     __slots__ = ("header", "survivors")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SURVIVORS_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     survivors: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., survivors: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., survivors: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ConsistencyResponse(_message.Message):
     __slots__ = ("header", "signature")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     signature: bytes
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class UnmaskRequest(_message.Message):
     __slots__ = ("header", "signatures")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SIGNATURES_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     signatures: _containers.RepeatedCompositeFieldContainer[Signature]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
 
 class UnmaskResponse(_message.Message):
     __slots__ = ("header", "self_mask_key", "mask_key_shares")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SELF_MASK_KEY_FIELD_NUMBER: _ClassVar[int]
     MASK_KEY_SHARES_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     self_mask_key: bytes
     mask_key_shares: _containers.RepeatedCompositeFieldContainer[Share]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., self_mask_key: _Optional[bytes] = ..., mask_key_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., self_mask_key: _Optional[bytes] = ..., mask_key_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
 
 class RecoverRequest(_message.Message):
     __slots__ = ("header", "missing", "signatures")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
     SIGNATURES_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     missing: _containers.RepeatedScalarFieldContainer[int]
     signatures: _containers.RepeatedCompositeFieldContainer[Signature]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., missing: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., missing: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
 
 class RecoverResponse(_message.Message):
     __slots__ = ("header", "self_seed_shares")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SELF_SEED_SHARES_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     self_seed_shares: _containers.RepeatedCompositeFieldContainer[Share]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., self_seed_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., self_seed_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
 
 class DeliverRequest(_message.Message):
     __slots__ = ("header", "sum_index", "contributors", "aggregate", "ciphertexts", "clipped")
@@ -256,54 +207,10 @@ class DeliverRequest(_message.Message):
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     CLIPPED_FIELD_NUMBER: _ClassVar[int]
-    header: Header
+    header: _common_pb2.Header
     sum_index: int
     contributors: _containers.RepeatedScalarFieldContainer[int]
-    aggregate: Tensor
+    aggregate: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
     clipped: int
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., contributors: _Optional[_Iterable[int]] = ..., aggregate: _Optional[_Union[Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., clipped: _Optional[int] = ...) -> None: ...
-
-class Ack(_message.Message):
-    __slots__ = ("header",)
-    HEADER_FIELD_NUMBER: _ClassVar[int]
-    header: Header
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
-
-class Envelope(_message.Message):
-    __slots__ = ("advertise_request", "advertise_response", "share_keys_request", "share_keys_response", "key_deal_request", "key_deal_response", "key_install_request", "input_request", "input_response", "consistency_request", "consistency_response", "unmask_request", "unmask_response", "recover_request", "recover_response", "deliver_request", "ack")
-    ADVERTISE_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    ADVERTISE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    SHARE_KEYS_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    SHARE_KEYS_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    KEY_DEAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    KEY_DEAL_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    KEY_INSTALL_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    INPUT_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    INPUT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    CONSISTENCY_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CONSISTENCY_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    UNMASK_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    UNMASK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    RECOVER_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    RECOVER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    DELIVER_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    ACK_FIELD_NUMBER: _ClassVar[int]
-    advertise_request: AdvertiseRequest
-    advertise_response: AdvertiseResponse
-    share_keys_request: ShareKeysRequest
-    share_keys_response: ShareKeysResponse
-    key_deal_request: KeyDealRequest
-    key_deal_response: KeyDealResponse
-    key_install_request: KeyInstallRequest
-    input_request: InputRequest
-    input_response: InputResponse
-    consistency_request: ConsistencyRequest
-    consistency_response: ConsistencyResponse
-    unmask_request: UnmaskRequest
-    unmask_response: UnmaskResponse
-    recover_request: RecoverRequest
-    recover_response: RecoverResponse
-    deliver_request: DeliverRequest
-    ack: Ack
-    def __init__(self, advertise_request: _Optional[_Union[AdvertiseRequest, _Mapping]] = ..., advertise_response: _Optional[_Union[AdvertiseResponse, _Mapping]] = ..., share_keys_request: _Optional[_Union[ShareKeysRequest, _Mapping]] = ..., share_keys_response: _Optional[_Union[ShareKeysResponse, _Mapping]] = ..., key_deal_request: _Optional[_Union[KeyDealRequest, _Mapping]] = ..., key_deal_response: _Optional[_Union[KeyDealResponse, _Mapping]] = ..., key_install_request: _Optional[_Union[KeyInstallRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., input_response: _Optional[_Union[InputResponse, _Mapping]] = ..., consistency_request: _Optional[_Union[ConsistencyRequest, _Mapping]] = ..., consistency_response: _Optional[_Union[ConsistencyResponse, _Mapping]] = ..., unmask_request: _Optional[_Union[UnmaskRequest, _Mapping]] = ..., unmask_response: _Optional[_Union[UnmaskResponse, _Mapping]] = ..., recover_request: _Optional[_Union[RecoverRequest, _Mapping]] = ..., recover_response: _Optional[_Union[RecoverResponse, _Mapping]] = ..., deliver_request: _Optional[_Union[DeliverRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., contributors: _Optional[_Iterable[int]] = ..., aggregate: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., clipped: _Optional[int] = ...) -> None: ...

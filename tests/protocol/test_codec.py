@@ -9,10 +9,12 @@ import pytest
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.secure_sum import SumSpec, codec
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.secure_sum import SumSpec
 from secure_fedgraph.protocol.secure_sum import messages as m
 from secure_fedgraph.protocol.secure_sum.stages import Stage
-from secure_fedgraph.wire import secure_sum_pb2 as pb
+from secure_fedgraph.protocol import messages as pm
+from secure_fedgraph.wire import common_pb2, envelope_pb2
 
 HEADER = m.Header(b"s" * 16, 3, 41, Stage.UNMASK, 7)
 SAMPLES = {
@@ -26,12 +28,13 @@ SAMPLES = {
     m.Sealed: m.Sealed(1, 2, b"sealed"),
     m.Share: m.Share(3, b"v" * 66),
     m.Signature: m.Signature(5, b"z" * 64),
+    pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
 
 
 def _sample(cls):
     fields = {}
-    for name, hint in typing.get_type_hints(cls, vars(m)).items():
+    for name, hint in typing.get_type_hints(cls, {**vars(m), **vars(pm)}).items():
         if name == "header":
             fields[name] = HEADER
         elif typing.get_origin(hint) is tuple:
@@ -48,7 +51,7 @@ def _sample(cls):
     return cls(**fields)
 
 
-@pytest.mark.parametrize("cls", typing.get_args(m.Message), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", sorted(codec._ENVELOPE_FIELD, key=lambda c: c.__name__), ids=lambda c: c.__name__)
 def test_round_trip(cls):
     message = _sample(cls)
     decoded = codec.decode(codec.encode(message))
@@ -57,6 +60,8 @@ def test_round_trip(cls):
         a, b = getattr(message, name), getattr(decoded, name)
         if isinstance(a, np.ndarray):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+        elif name == "tensors":
+            assert [(t.name, t.value.tolist()) for t in a] == [(t.name, t.value.tolist()) for t in b]
         else:
             assert a == b, name
 
@@ -78,8 +83,8 @@ def test_empty_envelope_has_no_body():
         codec.decode(b"")
 
 
-def _input_response_with(tensor: pb.Tensor) -> bytes:
-    envelope = pb.Envelope()
+def _input_response_with(tensor: common_pb2.Tensor) -> bytes:
+    envelope = envelope_pb2.Envelope()
     envelope.input_response.header.CopyFrom(codec.to_pb(HEADER))
     envelope.input_response.payload.CopyFrom(tensor)
     return envelope.SerializeToString()
@@ -88,10 +93,10 @@ def _input_response_with(tensor: pb.Tensor) -> bytes:
 @pytest.mark.parametrize(
     "tensor,match",
     [
-        (pb.Tensor(dtype="<u4", shape=[4], data=b"\x00" * 15), "needs 16 bytes"),
-        (pb.Tensor(dtype="|O", shape=[1], data=b"\x00" * 8), "not allowed"),
-        (pb.Tensor(dtype="nonsense", shape=[1], data=b""), "unknown dtype"),
-        (pb.Tensor(dtype="<f8", shape=[-1], data=b""), "negative"),
+        (common_pb2.Tensor(dtype="<u4", shape=[4], data=b"\x00" * 15), "needs 16 bytes"),
+        (common_pb2.Tensor(dtype="|O", shape=[1], data=b"\x00" * 8), "not allowed"),
+        (common_pb2.Tensor(dtype="nonsense", shape=[1], data=b""), "unknown dtype"),
+        (common_pb2.Tensor(dtype="<f8", shape=[-1], data=b""), "negative"),
     ],
 )
 def test_malformed_tensors(tensor, match):
@@ -100,14 +105,14 @@ def test_malformed_tensors(tensor, match):
 
 
 def test_unknown_stage_and_invalid_spec_are_protocol_errors():
-    envelope = pb.Envelope()
+    envelope = envelope_pb2.Envelope()
     envelope.ack.header.CopyFrom(codec.to_pb(HEADER))
     envelope.ack.header.stage = "teleport"
     with pytest.raises(ProtocolError, match="unknown Stage"):
         codec.decode(envelope.SerializeToString())
     request = codec.to_pb(_sample(m.InputRequest))
     request.spec.name = "bad name with spaces"
-    envelope = pb.Envelope()
+    envelope = envelope_pb2.Envelope()
     envelope.input_request.CopyFrom(request)
     with pytest.raises(ProtocolError, match="malformed SumSpec: sum name"):
         codec.decode(envelope.SerializeToString())

@@ -63,7 +63,7 @@ def test_server_announcing_weaker_parameters_is_refused_by_clients():
 
     from secure_fedgraph.errors import ProtocolError
     from secure_fedgraph.protocol.secure_sum import Backend, Stage, local_session
-    from secure_fedgraph.protocol.secure_sum import codec
+    from secure_fedgraph.protocol import codec
 
     def weaken(direction, stage, client, data):
         if direction == "down" and stage is Stage.ADVERTISE:

@@ -142,11 +142,8 @@ def test_sparse_neighbourhood_too_small_to_recover_names_the_client():
     probe.start_round()
     neighbours = sorted(probe.server._graph.of(0))
     # keys are per session, but the graph depends only on (session, round, epoch, participants)
-    session = local_session(config, range(20))
-    session.server.session = probe.server.session
-    for client in session.clients.values():
-        client.session = probe.server.session
-    session.runner.drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:3])}
+    drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:3])}
+    session = local_session(config, range(20), drop=drop, session=probe.server.session)
     session.start_round()
     with pytest.raises(DropoutError, match="client 0's mask_key"):
         session.secure_sum("s", make_inputs(range(20)))

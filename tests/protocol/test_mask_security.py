@@ -12,7 +12,7 @@ from scipy import stats
 
 from secure_fedgraph.errors import CapacityError, ProtocolError
 from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
-from secure_fedgraph.protocol.secure_sum import codec
+from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
 from tests.helpers import make_inputs, max_error, plain_sum

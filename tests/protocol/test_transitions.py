@@ -12,7 +12,7 @@ from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import SecureFedGraphError
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec, local_session
 from secure_fedgraph.protocol.secure_sum import messages as m
-from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS
+from secure_fedgraph.protocol.secure_sum.stages import SECURE_SUM_STAGES, TRANSITIONS
 
 _DEFAULTS = {
     int: 0,
@@ -40,7 +40,7 @@ def _dummy_request(stage: Stage, header: m.Header):
     return cls(**fields)
 
 
-CASES = [(b, state, stage) for b in Backend for state in TRANSITIONS[b] for stage in Stage]
+CASES = [(b, state, stage) for b in Backend for state in TRANSITIONS[b] for stage in sorted(SECURE_SUM_STAGES, key=lambda s: s.value)]
 
 
 @pytest.mark.parametrize(

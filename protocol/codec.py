@@ -1,4 +1,4 @@
-"""Encode and decode secure-sum messages to the protobuf wire format (one Envelope per message).
+"""Encode and decode protocol messages to the protobuf wire format (one Envelope per message).
 
 The mapping is generic: a dataclass field maps to the protobuf field of the same name, by
 type (ints, floats, strings, bytes, enums by value, tuples as repeated fields, nested
@@ -20,27 +20,46 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
-from secure_fedgraph.protocol.secure_sum import messages as m
-from secure_fedgraph.wire import secure_sum_pb2 as pb
+from secure_fedgraph.protocol import messages as protocol_messages
+from secure_fedgraph.protocol.secure_sum import messages as secure_sum_messages
+from secure_fedgraph.protocol.secure_sum import spec as spec_module
+from secure_fedgraph.wire import collectives_pb2, common_pb2, envelope_pb2, secure_sum_pb2
 
 # dtypes a tensor may carry on the wire (little-endian only; no object arrays, ever)
 WIRE_DTYPES = {np.dtype(name) for name in ("<f4", "<f8", "<u4", "<u8", "<i4", "<i8")}
 
-_MESSAGE_TYPES = [getattr(m, name) for name in m.__all__ if dataclasses.is_dataclass(getattr(m, name, None))]
+_MESSAGE_MODULES = (protocol_messages, secure_sum_messages, spec_module)
+_PB_MODULES = (common_pb2, secure_sum_pb2, collectives_pb2)
+_TYPES = {
+    obj.__name__: obj
+    for module in _MESSAGE_MODULES
+    for obj in vars(module).values()
+    if isinstance(obj, type) and dataclasses.is_dataclass(obj)
+}
+_TYPES["FixedPoint"] = secure_sum_messages.FixedPoint
+
+
+def _pb_class(name: str):
+    for module in _PB_MODULES:
+        if hasattr(module, name):
+            return getattr(module, name)
+    return None
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-_PB_CLASS = {cls: getattr(pb, cls.__name__) for cls in _MESSAGE_TYPES}
-_ENVELOPE_FIELD = {cls: _snake(cls.__name__) for cls in typing.get_args(m.Message)}
+_PB_CLASS = {cls: _pb_class(name) for name, cls in _TYPES.items() if _pb_class(name) is not None}
+_ENVELOPE_FIELDS = {f.name for f in envelope_pb2.Envelope.DESCRIPTOR.oneofs_by_name["body"].fields}
+_ENVELOPE_FIELD = {cls: _snake(cls.__name__) for cls in _PB_CLASS if _snake(cls.__name__) in _ENVELOPE_FIELDS}
 _CLASS_OF_FIELD = {name: cls for cls, name in _ENVELOPE_FIELD.items()}
+_HINT_NAMESPACE = {**vars(secure_sum_messages), **vars(protocol_messages), **vars(spec_module), "np": np}
 
 
 @cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, vars(m))
+    return typing.get_type_hints(cls, _HINT_NAMESPACE)
 
 
 def _optional_inner(hint: Any) -> Any | None:
@@ -52,15 +71,15 @@ def _optional_inner(hint: Any) -> Any | None:
     return None
 
 
-def tensor_to_pb(array: np.ndarray) -> pb.Tensor:
+def tensor_to_pb(array: np.ndarray) -> common_pb2.Tensor:
     dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
     if dtype not in WIRE_DTYPES:
         raise ConfigError(f"dtype {array.dtype} cannot go on the wire; use one of {sorted(str(d) for d in WIRE_DTYPES)}")
     contiguous = np.ascontiguousarray(array, dtype=dtype)
-    return pb.Tensor(dtype=dtype.str, shape=list(array.shape), data=contiguous.tobytes())
+    return common_pb2.Tensor(dtype=dtype.str, shape=list(array.shape), data=contiguous.tobytes())
 
 
-def tensor_from_pb(tensor: pb.Tensor) -> np.ndarray:
+def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     """A read-only array view of a Tensor, after checking dtype, shape and byte length."""
     try:
         dtype = np.dtype(tensor.dtype)
@@ -131,16 +150,18 @@ def from_pb(cls: type, msg: Any) -> Any:
         raise ProtocolError(f"malformed {cls.__name__}: {exc}") from None
 
 
-def encode(message: m.Message) -> bytes:
+def encode(message) -> bytes:
     """Serialise one message in an Envelope."""
-    envelope = pb.Envelope()
+    if type(message) not in _ENVELOPE_FIELD:
+        raise ConfigError(f"{type(message).__name__} is not a wire message")
+    envelope = envelope_pb2.Envelope()
     getattr(envelope, _ENVELOPE_FIELD[type(message)]).CopyFrom(to_pb(message))
     return envelope.SerializeToString()
 
 
-def decode(data: bytes) -> m.Message:
+def decode(data: bytes):
     """Parse an Envelope; raises ProtocolError for anything that is not one well-formed message."""
-    envelope = pb.Envelope()
+    envelope = envelope_pb2.Envelope()
     try:
         envelope.ParseFromString(data)
     except (DecodeError, ValueError, TypeError) as exc:

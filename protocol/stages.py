@@ -1,0 +1,44 @@
+"""Every step a server can ask of a client: the secure-sum stages and the other collectives.
+
+Values are the names used on the wire. The secure-sum backends' transition tables live in
+:mod:`secure_fedgraph.protocol.secure_sum.stages`; plans order the other collectives.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Stage(enum.Enum):
+    # secure sum
+    ADVERTISE = "advertise"  # clients publish signed round keys
+    SHARE_KEYS = "share_keys"  # mask: clients seal Shamir shares to neighbours
+    KEY_DEAL = "key_deal"  # ckks: the dealer makes the context, seals it to peers
+    KEY_INSTALL = "key_install"  # ckks: peers open and install the secret context
+    INPUT = "input"  # clients upload their (masked / encrypted / plain) input
+    CONSISTENCY = "consistency"  # mask: survivors sign the survivor set
+    UNMASK = "unmask"  # mask: survivors reveal self-mask keys and dropped peers' key shares
+    RECOVER = "recover"  # mask: survivors give self-mask seed shares of silent survivors
+    DELIVER = "deliver"  # the aggregate (plain / ring sum / ciphertexts) goes to clients
+    # the other collectives
+    BROADCAST = "broadcast"  # the same tensors to every client
+    SCATTER = "scatter"  # each client its own tensors
+    UPLOAD = "upload"  # each client's own tensors to the server (privacy hook applied first)
+    # session control
+    WELCOME = "welcome"  # the run configuration and the participants' certificates
+    END = "end"  # the run is over
+
+
+SECURE_SUM_STAGES = frozenset(
+    {
+        Stage.ADVERTISE,
+        Stage.SHARE_KEYS,
+        Stage.KEY_DEAL,
+        Stage.KEY_INSTALL,
+        Stage.INPUT,
+        Stage.CONSISTENCY,
+        Stage.UNMASK,
+        Stage.RECOVER,
+        Stage.DELIVER,
+    }
+)

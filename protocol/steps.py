@@ -1,0 +1,62 @@
+"""Steps: how a server-side protocol talks to clients, independent of the transport.
+
+A server role or plan is a generator of :class:`Step`: each step sends one request per listed
+client and resumes with a :class:`StepOutcome` once every answer has been passed to the
+step's ``accept`` callback (which validates it and folds it into the server's state, so large
+uploads are summed as they arrive and never kept). A transport executes steps: in one process
+(:mod:`.transports.inprocess`) or over gRPC (:mod:`.transports.grpc_server`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request per listed client; ``accept(client, response)`` absorbs each answer."""
+
+    stage: Any  # protocol.stages.Stage
+    requests: Mapping[int, Any]
+    accept: Callable[[int, Any], None]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """Who answered a step: accepted answers, rejected ones (with the reason), and silence."""
+
+    accepted: frozenset[int]
+    rejected: Mapping[int, str] = field(default_factory=dict)
+    silent: frozenset[int] = frozenset()
+
+
+StepGen = Generator[Step, StepOutcome, T]
+
+
+class Transport(Protocol):
+    """Delivers a step's requests and collects the answers."""
+
+    def execute(self, step: Step) -> StepOutcome: ...
+
+
+def drive(steps: StepGen[T], transport: Transport, *, timer: Callable[[float], None] | None = None) -> T:
+    """Run a generator of steps to completion over ``transport`` and return its result.
+
+    ``timer`` receives the seconds spent in the generator itself (server-side computation).
+    """
+    outcome: StepOutcome | None = None
+    while True:
+        started = time.perf_counter()
+        try:
+            step = next(steps) if outcome is None else steps.send(outcome)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            if timer is not None:
+                timer(time.perf_counter() - started)
+        outcome = transport.execute(step)

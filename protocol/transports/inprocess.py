@@ -1,0 +1,124 @@
+"""The in-process transport: every party in one process, for tests, benchmarks and simulation.
+
+Every message is serialised with the real wire codec and parsed again per recipient, so no
+party ever shares an object with another (Flower's in-memory harness once let the first
+client mutate a message all others then read) and byte counts are the real wire sizes.
+A request object sent to many clients is encoded once per step. Dropouts are scripted per
+stage; an ``intercept`` hook lets tests tamper with, replay or swallow messages in flight, as
+an active network attacker or a malicious server would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome, drive
+
+T = TypeVar("T")
+# intercept(direction "down"/"up", stage, client, wire bytes) -> bytes to deliver, or None to drop
+Intercept = Callable[[str, Stage, int, bytes], bytes | None]
+
+
+class Endpoint(Protocol):
+    """A client-side party: a secure-sum role or a client host."""
+
+    def handle(self, request: Any) -> Any: ...
+
+
+@dataclass
+class Traffic:
+    """Wire bytes and CPU seconds per party, per stage."""
+
+    up: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    down: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    up_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
+    down_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
+    client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    server_seconds: float = 0.0
+
+
+class LocalRunner:
+    """Executes steps against client endpoints in this process (a :class:`Transport`).
+
+    Args:
+        server: kept for callers' convenience (``runner.server``); not used to deliver.
+        clients: client id -> endpoint.
+        drop: stage -> clients that vanish when they receive their first request of that
+            stage (they never answer again).
+        intercept: see ``Intercept``.
+        record: keep every message the server received, as (stage, client, wire bytes).
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        clients: Mapping[int, Endpoint],
+        *,
+        drop: Mapping[Stage, Collection[int]] | None = None,
+        intercept: Intercept | None = None,
+        record: bool = False,
+    ) -> None:
+        self.server = server
+        self.clients = dict(clients)
+        self.drop = {stage: set(ids) for stage, ids in (drop or {}).items()}
+        self.intercept = intercept
+        self.dead: set[int] = set()
+        self.traffic = Traffic()
+        self.received: list[tuple[Stage, int, bytes]] | None = [] if record else None
+
+    def run(self, steps: StepGen[T]) -> T:
+        """Drive ``steps`` to completion and return its result."""
+        return drive(steps, self, timer=self._server_time)
+
+    def _server_time(self, seconds: float) -> None:
+        self.traffic.server_seconds += seconds
+
+    def execute(self, step: Step) -> StepOutcome:
+        accepted, rejected, silent = set(), {}, set()
+        encoded: dict[int, bytes] = {}  # a request object sent to many clients is encoded once
+        for client, request in step.requests.items():
+            started = time.perf_counter()
+            down = encoded.get(id(request))
+            if down is None:
+                down = encoded[id(request)] = codec.encode(request)
+            self.traffic.server_seconds += time.perf_counter() - started
+            if client in self.drop.get(step.stage, ()):
+                self.dead.add(client)
+            if client in self.dead or client not in self.clients:
+                silent.add(client)
+                continue
+            if self.intercept is not None:
+                down = self.intercept("down", step.stage, client, down)
+                if down is None:
+                    silent.add(client)
+                    continue
+            self.traffic.down[client] += len(down)
+            self.traffic.down_by_stage[step.stage] += len(down)
+            started = time.perf_counter()
+            up = codec.encode(self.clients[client].handle(codec.decode(down)))
+            self.traffic.client_seconds[client] += time.perf_counter() - started
+            if self.intercept is not None:
+                up = self.intercept("up", step.stage, client, up)
+                if up is None:
+                    silent.add(client)
+                    continue
+            self.traffic.up[client] += len(up)
+            self.traffic.up_by_stage[step.stage] += len(up)
+            if self.received is not None:
+                self.received.append((step.stage, client, up))
+            started = time.perf_counter()
+            try:
+                step.accept(client, codec.decode(up))
+                accepted.add(client)
+            except ProtocolError as exc:
+                rejected[client] = str(exc)
+            finally:
+                self.traffic.server_seconds += time.perf_counter() - started
+        return StepOutcome(frozenset(accepted), rejected, frozenset(silent))
