@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secure_fedgraph.protocol.secure_sum.spec import SumSpec
+from secure_fedgraph.protocol.spec import SumSpec
 from secure_fedgraph.protocol.stages import Stage
 
 SERVER = -1
@@ -131,6 +131,6 @@ def tensors_of(named: tuple[NamedTensor, ...]) -> dict[str, np.ndarray]:
 
 def named(tensors) -> tuple[NamedTensor, ...]:
     """A mapping of name -> array as NamedTensors (torch tensors accepted)."""
-    from secure_fedgraph.protocol.secure_sum.spec import as_array
+    from secure_fedgraph.protocol.spec import as_array
 
     return tuple(NamedTensor(k, as_array(v)) for k, v in tensors.items())

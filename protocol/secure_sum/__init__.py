@@ -21,7 +21,7 @@ from secure_fedgraph.protocol.secure_sum.local import LocalSession, local_sessio
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
 from secure_fedgraph.protocol.steps import Step, StepOutcome
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, TensorSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 __all__ = [

@@ -44,7 +44,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     SignedKeys,
 )
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 _NO_GRAPH = "none"

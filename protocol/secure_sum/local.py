@@ -14,7 +14,7 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 

@@ -68,7 +68,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES

@@ -56,7 +56,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole, StepGen
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 _SEALED_BYTES = 12 + SEALED_SHARES_BYTES + 16  # nonce + shares + GCM tag
@@ -133,17 +133,17 @@ class MaskServer(ServerRole):
         self._require(len(shared), plan.min_survivors, "sealed their shares")
         self._plan, self._graph, self._participants = plan, graph, participants
         self._keys = {c: adverts[c] for c in shared}
-        self._live = shared
+        self.live = shared
         self._pending_shares = {c: tuple(s for s in inbox[c] if s.owner in shared) for c in shared}
         self._exposed: set[int] = set()
 
     # --- one secure sum ----------------------------------------------------------------------
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         index, self._next_sum = self._next_sum, self._next_sum + 1
-        self._require(len(self._live), self._plan.min_survivors, "remain live for a new sum")
+        self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
         while True:  # 3. masked input (again under new keys if a re-key is needed)
             encoding = self.config.mask.encoding(len(self._participants), spec.size)
-            live = tuple(sorted(self._live))
+            live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
             pending, self._pending_shares = self._pending_shares, {}
 
@@ -245,13 +245,13 @@ class MaskServer(ServerRole):
         # 7. decode and deliver
         values = encoding.decode_sum(np.ascontiguousarray(acc[:-1]))
         clipped = encoding.decode_count(acc[-1])
-        self._live = survivors - missing
+        self.live = survivors - missing
         outcome = yield self._step(
             Stage.DELIVER,
-            lambda h: self._per_client(h, sorted(self._live), DeliverRequest, lambda c: (index, survivor_list, acc, (), clipped)),
+            lambda h: self._per_client(h, sorted(self.live), DeliverRequest, lambda c: (index, survivor_list, acc, (), clipped)),
             lambda c, r: None,
         )
-        self._live &= set(outcome.accepted)
+        self.live &= set(outcome.accepted)
         return SumResult(spec, spec.unflatten(values), frozenset(survivors), clipped, encoding.error_bound(len(survivors)))
 
     def _vouching(self, signatures: dict[int, bytes]):

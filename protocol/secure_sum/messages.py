@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
-from secure_fedgraph.protocol.secure_sum.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.messages import SERVER, Ack, Header
 from secure_fedgraph.protocol.stages import Stage
 

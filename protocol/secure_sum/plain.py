@@ -12,7 +12,7 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.messages import Ack, DeliverRequest, InputRequest, InputResponse
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 

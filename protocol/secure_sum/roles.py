@@ -22,7 +22,7 @@ from secure_fedgraph.crypto.keys import IdentityKey, SecretMaterial
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
-from secure_fedgraph.protocol.secure_sum.spec import SumResult, SumSpec, as_array
+from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
 from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
 from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome

@@ -106,7 +106,7 @@ def test_masked_uploads_are_uniform_and_uncorrelated_with_inputs():
     for c, y in uploads.items():
         assert y.dtype == np.uint32  # the 32-bit ring fits: as many bytes as float32
         counts = np.bincount(np.frombuffer(y.tobytes(), dtype=np.uint8), minlength=256)
-        assert stats.chisquare(counts).pvalue > 1e-3
+        assert stats.chisquare(counts).pvalue > 1e-6  # structured data gives p ~ 0; random masks cannot be seeded
         r = np.corrcoef(y[:size].astype(np.float64), ramp[c]["v"])[0, 1]
         assert abs(r) < 0.02
     # The same checks catch a backend that uploads in the clear.

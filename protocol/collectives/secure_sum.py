@@ -1,0 +1,27 @@
+"""secure_sum: every client contributes; the sum is all anyone learns (backend-dependent:
+see threat_model.md). The mechanics live in the backends of
+:mod:`secure_fedgraph.protocol.secure_sum`; this is the collective's face for plans."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from secure_fedgraph.protocol.secure_sum.roles import ServerRole
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.steps import StepGen
+
+
+@dataclass(frozen=True)
+class SecureSum:
+    """Client need: contribute ``tensors`` to the sum called ``name``; resumes with the
+    :class:`SumResult` every contributor receives."""
+
+    name: str
+    tensors: Mapping[str, Any]
+
+
+def secure_sum(role: ServerRole, spec: SumSpec) -> StepGen[SumResult]:
+    """One secure sum of ``spec`` within the current round of ``role``."""
+    return (yield from role.aggregate(spec))

@@ -1,0 +1,234 @@
+"""Round plans over the collectives: the server's context, the client's context and host.
+
+A paper is a plan: a server function and a client function written against the collectives
+only. The server function is a generator of steps that calls ``ctx.broadcast(...)``,
+``ctx.secure_sum(...)`` etc. with ``yield from``. The client function is a generator that
+yields what it waits for (``Receive``, ``SecureSum``, ``Upload``) and is resumed with it, so
+both read like the paper's algorithm box. A :class:`ClientHost` runs one logical client's
+plan against the requests of any transport, in order; the secure-sum key set-up happens
+underneath, in the client's secure-sum role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from secure_fedgraph.crypto.keys import SecretMaterial
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol import collectives
+from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
+from secure_fedgraph.protocol.messages import (
+    SERVER,
+    Ack,
+    BroadcastRequest,
+    EndRequest,
+    Header,
+    ScatterRequest,
+    UploadRequest,
+    UploadResponse,
+    named,
+    tensors_of,
+)
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
+from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
+from secure_fedgraph.protocol.session import Sequencer
+from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
+from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+
+Need = Receive | SecureSum | Upload
+ClientPlan = Generator[Need, Any, None]
+
+
+def derive_seed(run_seed: int, *labels: str | int) -> int:
+    """A 64-bit seed for one purpose, from the run seed and labels (role, client, round, ...).
+
+    Experimental randomness only (initialisation, sampling, simulated noise); cryptographic
+    randomness never comes from here.
+    """
+    digest = hashlib.sha256(repr((run_seed, *labels)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@dataclass
+class RoundReport:
+    """What the server plan reports after a round (the runtime adds bytes and seconds)."""
+
+    round: int
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class ServerContext:
+    """The server side of a plan: collectives over the clients still in the run.
+
+    A client that is silent or rejected at any step is out of the run from then on (it is
+    not asked again, so one dead process costs one deadline, not one per step).
+    """
+
+    def __init__(
+        self,
+        *,
+        sequencer: Sequencer,
+        secure_sum: ServerRole,
+        clients: Iterable[int],
+        report: Callable[[RoundReport], None] | None = None,
+    ) -> None:
+        self.seq = sequencer
+        self.role = secure_sum
+        self.clients = sorted(clients)
+        self.live = set(self.clients)
+        self.dropped: dict[int, str] = {}
+        self._report = report
+
+    @property
+    def round(self) -> int:
+        return self.seq.round
+
+    def _track(self, outcome: StepOutcome, stage: Stage) -> None:
+        for client in outcome.silent:
+            self.dropped.setdefault(client, f"silent at {stage.value} in round {self.round}")
+        for client, reason in outcome.rejected.items():
+            self.dropped.setdefault(client, f"rejected at {stage.value} in round {self.round}: {reason}")
+        self.live -= set(outcome.silent) | set(outcome.rejected)
+
+    def start_round(self, round_index: int) -> StepGen[None]:
+        """Begin a round: the secure-sum backend's key set-up among the live clients."""
+        yield from self.role.setup(round_index, participants=sorted(self.live))
+        self.live &= set(self.role.live)
+
+    def broadcast(self, name: str, tensors: Mapping[str, Any]) -> StepGen[frozenset[int]]:
+        outcome = yield from collectives.broadcast(self.seq, sorted(self.live), name, tensors)
+        self._track(outcome, Stage.BROADCAST)
+        return outcome.accepted
+
+    def scatter(self, name: str, per_client: Mapping[int, Mapping[str, Any]]) -> StepGen[frozenset[int]]:
+        outcome = yield from collectives.scatter(self.seq, {c: t for c, t in per_client.items() if c in self.live}, name)
+        self._track(outcome, Stage.SCATTER)
+        return outcome.accepted
+
+    def upload(self, name: str, spec: SumSpec) -> StepGen[dict[int, dict[str, np.ndarray]]]:
+        before = set(self.live)
+        received = yield from collectives.upload(self.seq, sorted(self.live), name, spec)
+        self.live &= set(received)
+        for client in before - set(received):
+            self.dropped.setdefault(client, f"no valid upload {name!r} in round {self.round}")
+        return received
+
+    def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
+        result = yield from collectives.secure_sum(self.role, spec)
+        for client in self.live - set(self.role.live):
+            self.dropped.setdefault(client, f"left during secure sum {spec.name!r} in round {self.round}")
+        self.live &= set(self.role.live)
+        return result
+
+    def end(self, reason: str = "done") -> StepGen[None]:
+        """Tell every live client the run is over."""
+        yield self.seq.step(Stage.END, lambda h: dict.fromkeys(sorted(self.live), EndRequest(h, reason)), lambda c, r: None, Ack)
+
+    def report(self, round_index: int, **metrics: float) -> None:
+        if self._report is not None:
+            self._report(RoundReport(round_index, dict(metrics)))
+
+
+@dataclass
+class ClientContext:
+    """What a client plan knows: its id, the run seed, its own data, and the needs it yields."""
+
+    client_id: int
+    seed: int
+    data: Any = None
+
+    def rng(self, *labels: str | int) -> np.random.Generator:
+        """A numpy generator for one purpose of this client (batch order, local noise, ...)."""
+        return np.random.default_rng(derive_seed(self.seed, "client", self.client_id, *labels))
+
+    @staticmethod
+    def receive(name: str) -> Receive:
+        return Receive(name)
+
+    @staticmethod
+    def secure_sum(name: str, tensors: Mapping[str, Any]) -> SecureSum:
+        return SecureSum(name, tensors)
+
+    @staticmethod
+    def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
+        return Upload(name, tensors, privacy)
+
+
+class ClientHost(SecretMaterial):
+    """One logical client: its secure-sum role and its plan, answering the server in order."""
+
+    def __init__(self, *, role: ClientRole, plan: Callable[[ClientContext], ClientPlan], context: ClientContext) -> None:
+        self.role = role
+        self.client_id = role.client_id
+        self.session = role.session
+        self.context = context
+        self.ended = False
+        self.finished = False
+        self._last_step = 0
+        self._round = -1
+        self._plan = plan(context)
+        self._need: Need | None = None
+        self._resume(None, first=True)
+
+    @property
+    def waiting_for(self) -> Need | None:
+        return self._need
+
+    def _resume(self, value: Any, *, first: bool = False) -> None:
+        try:
+            self._need = next(self._plan) if first else self._plan.send(value)
+        except StopIteration:
+            self._need, self.finished = None, True
+
+    def _fail(self, what: str) -> ProtocolError:
+        return ProtocolError(f"client {self.client_id}: {what}")
+
+    def _expect(self, kind: type, name: str) -> Any:
+        need = self._need
+        if not isinstance(need, kind) or need.name != name:
+            raise self._fail(f"the server asked for {kind.__name__.lower()} {name!r} but this client's plan waits for {need!r}")
+        return need
+
+    def handle(self, request: Any) -> Any:
+        """Answer one request (the transport calls this once per request, in order)."""
+        h = getattr(request, "header", None)
+        if not isinstance(h, Header) or h.session != self.session or h.sender != SERVER:
+            raise self._fail("request without a header from this session's server")
+        if h.step <= self._last_step or h.round < self._round:
+            raise self._fail(f"step {h.step} of round {h.round} is not after step {self._last_step} of round {self._round} (replayed or reordered)")
+        if self.ended:
+            raise self._fail("request after the end of the run")
+        if h.stage in SECURE_SUM_STAGES:
+            if h.stage is Stage.INPUT:
+                need = self._expect(SecureSum, request.spec.name)
+                self.role.contribute(need.name, need.tensors)
+            response = self.role.handle(request)
+            if h.stage is Stage.DELIVER:
+                self._resume(self.role.last_result)
+        elif isinstance(request, BroadcastRequest | ScatterRequest):
+            self._expect(Receive, request.name)
+            self._resume(tensors_of(request.tensors))
+            response = Ack(self._reply_header(h))
+        elif isinstance(request, UploadRequest):
+            need = self._expect(Upload, request.name)
+            tensors = {k: as_array(v) for k, v in need.tensors.items()}
+            if need.privacy is not None:
+                tensors = need.privacy(tensors)
+            request.spec.flatten(tensors)  # shapes and names must match what the server asked for
+            response = UploadResponse(self._reply_header(h), request.name, named(tensors))
+            self._resume(None)
+        elif isinstance(request, EndRequest):
+            self.ended = True
+            response = Ack(self._reply_header(h))
+        else:
+            raise self._fail(f"no handler for {type(request).__name__}")
+        self._last_step, self._round = h.step, h.round
+        return response
+
+    def _reply_header(self, h: Header) -> Header:
+        return Header(self.session, h.round, h.step, h.stage, self.client_id)
