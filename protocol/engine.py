@@ -41,6 +41,7 @@ from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.steps import StepGen, StepOutcome
 
 Need = Receive | SecureSum | Upload
+RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
 ClientPlan = Generator[Need, Any, None]
 
 
@@ -125,6 +126,26 @@ class ServerContext:
         self.live &= set(self.role.live)
         return result
 
+    def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:
+        """The values of a sum, for the server: its own view with mask and plain; with ckks
+        (where the server cannot decrypt) the clients release the sum they decrypted. Use it
+        only for sums meant to be public (error statistics), never for model weights.
+
+        Raises:
+            ProtocolError: with ckks, if the clients' released sums disagree beyond the bound.
+        """
+        if result.values is not None:
+            return dict(result.values)
+        received = yield from self.upload(RELEASE_PREFIX + result.spec.name, result.spec)
+        if not received:
+            raise ProtocolError(f"no client released sum {result.spec.name!r}")
+        values = [v for _, v in sorted(received.items())]
+        for other in values[1:]:
+            for k in other:
+                if np.max(np.abs(other[k] - values[0][k]), initial=0.0) > 2 * result.error_bound:
+                    raise ProtocolError(f"clients released different values of sum {result.spec.name!r}")
+        return values[0]
+
     def end(self, reason: str = "done") -> StepGen[None]:
         """Tell every live client the run is over."""
         yield self.seq.step(Stage.END, lambda h: dict.fromkeys(sorted(self.live), EndRequest(h, reason)), lambda c, r: None, Ack)
@@ -169,9 +190,11 @@ class ClientHost(SecretMaterial):
         self.context = context
         self.ended = False
         self.finished = False
+        self.on_contribute: Callable[[Header, str, Mapping[str, Any]], None] | None = None  # audit hook (local only)
         self._last_step = 0
         self._round = -1
         self._plan = plan(context)
+        self._sums: dict[str, SumResult] = {}  # the latest result of each sum, for release
         self._need: Need | None = None
         self._resume(None, first=True)
 
@@ -207,13 +230,21 @@ class ClientHost(SecretMaterial):
             if h.stage is Stage.INPUT:
                 need = self._expect(SecureSum, request.spec.name)
                 self.role.contribute(need.name, need.tensors)
+                if self.on_contribute is not None:
+                    self.on_contribute(h, need.name, need.tensors)
             response = self.role.handle(request)
             if h.stage is Stage.DELIVER:
+                self._sums[self.role.last_result.spec.name] = self.role.last_result
                 self._resume(self.role.last_result)
         elif isinstance(request, BroadcastRequest | ScatterRequest):
             self._expect(Receive, request.name)
             self._resume(tensors_of(request.tensors))
             response = Ack(self._reply_header(h))
+        elif isinstance(request, UploadRequest) and request.name.startswith(RELEASE_PREFIX):
+            held = self._sums.get(request.name[len(RELEASE_PREFIX) :])
+            if held is None or held.spec != request.spec:
+                raise self._fail(f"asked to release {request.name!r}, a sum this client does not hold")
+            response = UploadResponse(self._reply_header(h), request.name, named(held.values))
         elif isinstance(request, UploadRequest):
             need = self._expect(Upload, request.name)
             tensors = {k: as_array(v) for k, v in need.tensors.items()}

@@ -42,12 +42,19 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class SumSpec:
-    """A named secure sum over several named tensors, laid out in this order on the wire."""
+    """A named secure sum over several named tensors, laid out in this order on the wire.
+
+    ``clip_range``: this sum's own clipping range, overriding the backend's (a sum of error
+    statistics needs a wider range than a sum of model weights); None keeps the backend's.
+    """
 
     name: str
     tensors: tuple[TensorSpec, ...]
+    clip_range: float | None = None
 
     def __post_init__(self) -> None:
+        if self.clip_range is not None and not (isinstance(self.clip_range, int | float) and not isinstance(self.clip_range, bool) and math.isfinite(self.clip_range) and self.clip_range > 0):
+            raise ConfigError(f"sum {self.name!r}: clip_range must be a finite number > 0, got {self.clip_range!r}")
         if not _NAME.match(self.name):
             raise ConfigError(f"sum name {self.name!r} must match {_NAME.pattern}")
         names = [t.name for t in self.tensors]
@@ -57,9 +64,9 @@ class SumSpec:
             raise ConfigError(f"sum {self.name!r} has no tensors")
 
     @classmethod
-    def of(cls, name: str, tensors: Mapping[str, Any]) -> SumSpec:
+    def of(cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None) -> SumSpec:
         """The spec matching a mapping of name -> array (in the mapping's order)."""
-        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()))
+        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()), clip_range)
 
     @property
     def size(self) -> int:

@@ -3,64 +3,209 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
+from pathlib import Path
 
 from secure_fedgraph import __version__
-from secure_fedgraph.errors import SecureFedGraphError
+from secure_fedgraph.errors import ConfigError, SecureFedGraphError
+
+
+def _secure_config(args: argparse.Namespace):
+    from secure_fedgraph.crypto.ckks import PRESETS
+    from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+
+    return SecureSumConfig(
+        backend=Backend(args.backend),
+        min_survivors=args.min_survivors,
+        mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph)),
+        ckks=CkksConfig(params=PRESETS[args.ckks_params], clip_range=args.clip_range),
+    )
+
+
+def _plan(args: argparse.Namespace):
+    from secure_fedgraph.papers import plan_class
+
+    cls = plan_class(args.plan)
+    fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+    values = {}
+    for item in args.set or []:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in fields:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
+        values[key] = None if raw.lower() == "none" else json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
+    if args.clients is not None:
+        values[cls.clients_field] = args.clients
+    return cls(cls.Config(**values))
+
+
+def _add_secure_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("secure sum")
+    group.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
+    group.add_argument("--clip-range", type=float, default=8.0, help="inputs are clipped to [-R, R] (default 8)")
+    group.add_argument("--precision-bits", type=int, default=20, help="mask: fixed-point fractional bits (default 20)")
+    group.add_argument("--graph", choices=["auto", "complete", "sparse"], default="auto", help="mask: neighbour graph (default auto)")
+    group.add_argument("--ckks-params", choices=["lean", "standard"], default="lean", help="ckks: parameter preset (default lean)")
+    group.add_argument("--min-survivors", type=int, default=None, help="fewest contributors a sum may have (default a majority)")
+
+
+def _keys_init(args: argparse.Namespace) -> int:
+    from secure_fedgraph.crypto.pki import init_keys
+
+    keys = init_keys(args.dir, clients=args.clients, server_names=tuple(args.server_name), server_ips=tuple(args.server_ip))
+    print(f"keys: CA, server certificate ({', '.join(args.server_name + args.server_ip)}) and {args.clients} client "
+          f"certificates with Ed25519 identity keys in {keys.root} (private keys mode 0600; keep ca.key off the protocol hosts)")
+    return 0
+
+
+def _server(args: argparse.Namespace) -> int:
+    from secure_fedgraph.server.runtime import ServerOptions, run_server
+
+    options = ServerOptions(
+        bind=args.bind,
+        plan=_plan(args),
+        secure=_secure_config(args),
+        keys=Path(args.certs),
+        out=Path(args.out),
+        transcript=args.transcript,
+        join_timeout_s=args.join_timeout,
+        step_timeout_s=args.step_timeout,
+        max_message_bytes=int(args.max_message_mb * 2**20),
+        port_file=Path(args.port_file) if args.port_file else None,
+    )
+    metrics = run_server(options)
+    print(f"server: done in {metrics['seconds']:.1f} s; metrics in {Path(args.out) / 'metrics.json'}")
+    return 0
+
+
+def _client(args: argparse.Namespace) -> int:
+    from secure_fedgraph.clients.runtime import ClientOptions, parse_ids, run_clients
+    from secure_fedgraph.protocol.secure_sum import Backend
+
+    options = ClientOptions(
+        server=args.server,
+        ids=parse_ids(args.ids),
+        keys=Path(args.certs),
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        backends=frozenset(Backend(b) for b in args.backend),
+        transcript_dir=Path(args.transcript) if args.transcript else None,
+        audit=args.audit,
+        server_name=args.server_name,
+    )
+    outcomes = run_clients(options)
+    finished = sum(o.finished for o in outcomes.values())
+    print(f"clients {args.ids}: {finished} of {len(outcomes)} finished the run")
+    return 0 if finished == len(outcomes) else 1
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from secure_fedgraph.demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        clients=args.clients, processes=args.processes, rounds=args.rounds, local_steps=args.local_steps,
+        backend=args.backend, keep=Path(args.keep) if args.keep else None, data_dir=args.data_dir,
+    )
+    return 0 if run_demo(options) else 1
+
+
+def _sum_demo(args: argparse.Namespace) -> int:
     from secure_fedgraph.protocol.secure_sum import Backend
     from secure_fedgraph.secure_sum_demo import DemoConfig, run
 
-    config = DemoConfig(
-        clients=args.clients,
-        backend=Backend(args.backend),
-        size=args.size,
-        drop=None if args.no_drop else args.drop,
-        seed=args.seed,
-    )
+    if args.size < 10 or args.size % 10:
+        raise ConfigError("--size must be a positive multiple of 10")
+    if args.clients < 2:
+        raise ConfigError("--clients must be at least 2")
+    if not args.no_drop and not 0 <= args.drop < args.clients:
+        raise ConfigError(f"--drop must be a client id in [0, {args.clients})")
+    config = DemoConfig(clients=args.clients, backend=Backend(args.backend), size=args.size, drop=None if args.no_drop else args.drop, seed=args.seed)
     return 0 if run(config) else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="secure-fedgraph",
-        description="Federated graph learning where the server sees only what threat_model.md allows.",
-    )
+    parser = argparse.ArgumentParser(prog="secure-fedgraph", description="Federated graph learning where the server sees only what threat_model.md allows.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo",
-        help="run a secure-sum demonstration and show what the server saw",
-        description="Sum tensors from several clients with a secure backend, drop one client after the key "
-        "set-up, and show from the server's own transcript that it saw only masked (or encrypted) uploads "
-        "and that the aggregate equals the plaintext sum. Exit status 1 if any check fails.",
-    )
-    demo.add_argument("--clients", type=int, default=8, help="number of clients (default 8)")
-    demo.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
-    demo.add_argument("--size", type=int, default=10_000, help="values per client, a multiple of 10 (default 10000)")
-    demo.add_argument("--drop", type=int, default=2, help="id of the client that drops before its input (default 2)")
-    demo.add_argument("--no-drop", action="store_true", help="run with no dropout")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the demo's synthetic inputs (default 0)")
+
+    demo = commands.add_parser("demo", help="secure FedAvg of per-sensor GRUs across processes, with an audit of what the server saw",
+                               description="Start a server and several client processes on 127.0.0.1 with throwaway certificates, run "
+                               "secure FedAvg of per-sensor GRU forecasters on the first week of METR-LA (one client per sensor), and "
+                               "check from the run's transcripts that the server saw only masked uploads and that the aggregates equal "
+                               "the plaintext sums. Exit status 1 if a check fails.")
+    demo.add_argument("--clients", type=int, default=207, help="sensors, one client each (default all 207)")
+    demo.add_argument("--processes", type=int, default=3, help="client processes to spread them over (default 3)")
+    demo.add_argument("--rounds", type=int, default=3, help="FedAvg rounds (default 3)")
+    demo.add_argument("--local-steps", type=int, default=2, help="local Adam steps per round and client (default 2)")
+    demo.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend (default mask)")
+    demo.add_argument("--data-dir", default=None, help="read METR-LA from DIR/metr-la instead of the packaged week")
+    demo.add_argument("--keep", default=None, metavar="DIR", help="keep keys, transcripts and metrics in DIR (default: a temporary folder)")
     demo.set_defaults(handler=_demo)
+
+    keys = commands.add_parser("keys", help="make the run's certificates and identity keys")
+    keys_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="SUBCOMMAND")
+    init = keys_commands.add_parser("init", help="a CA, a server certificate, and per client a certificate and Ed25519 identity key")
+    init.add_argument("dir", help="folder to write into")
+    init.add_argument("--clients", type=int, required=True, help="number of clients (ids 0..N-1)")
+    init.add_argument("--server-name", action="append", default=None, help="DNS name in the server certificate (repeatable; default localhost)")
+    init.add_argument("--server-ip", action="append", default=None, help="IP address in the server certificate (repeatable; default 127.0.0.1)")
+    init.set_defaults(handler=_keys_init)
+
+    server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
+    server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
+    server.add_argument("--plan", required=True, help="plan name: fedavg-gru or fedavg-vector")
+    server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
+    server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
+    server.add_argument("--certs", required=True, help="folder made by `keys init`")
+    server.add_argument("--out", required=True, help="run folder: metrics.json and, with --transcript, transcript.bin")
+    server.add_argument("--transcript", action="store_true", help="record every message the server received and sent")
+    server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for the clients (default 120)")
+    server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")
+    server.add_argument("--max-message-mb", type=float, default=256.0, help="largest message accepted, MiB (default 256)")
+    server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
+    _add_secure_options(server)
+    server.set_defaults(handler=_server)
+
+    client = commands.add_parser("client", help="host one or many logical clients of a run")
+    client.add_argument("--server", required=True, help="HOST:PORT of the server")
+    client.add_argument("--ids", required=True, help="client ids to host: 0-9, or 0,3,5-7")
+    client.add_argument("--certs", required=True, help="folder with ca.pem and clients/client-<id>.{pem,key,identity}")
+    client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    client.add_argument("--backend", action="append", choices=["plain", "mask", "ckks"], default=None,
+                        help="backends these clients accept (repeatable; default mask and ckks: plain must be allowed explicitly)")
+    client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
+    client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
+    client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
+    client.set_defaults(handler=_client)
+
+    sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")
+    sum_demo.add_argument("--clients", type=int, default=8, help="number of clients (at least 2)")
+    sum_demo.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
+    sum_demo.add_argument("--size", type=int, default=10_000, help="values per client, a multiple of 10 (default 10000)")
+    sum_demo.add_argument("--drop", type=int, default=2, help="id of the client that drops before its input (default 2)")
+    sum_demo.add_argument("--no-drop", action="store_true", help="run with no dropout")
+    sum_demo.add_argument("--seed", type=int, default=0, help="seed of the synthetic inputs (default 0)")
+    sum_demo.set_defaults(handler=_sum_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "clients", 3) < 2:
-        parser.error("--clients must be at least 2")
-    if getattr(args, "size", 10) < 10 or getattr(args, "size", 10) % 10:
-        parser.error("--size must be a positive multiple of 10")
-    if getattr(args, "drop", None) is not None and not 0 <= args.drop < args.clients:
-        parser.error(f"--drop must be a client id in [0, {args.clients})")
+    if getattr(args, "server_name", 1) is None:
+        args.server_name = ["localhost"]
+    if getattr(args, "server_ip", 1) is None:
+        args.server_ip = ["127.0.0.1"]
+    if args.command == "client" and args.backend is None:
+        args.backend = ["mask", "ckks"]
     try:
         return args.handler(args)
     except SecureFedGraphError as exc:
         print(f"secure-fedgraph: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("secure-fedgraph: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -119,7 +119,8 @@ class CkksServer(ServerRole):
 
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         params = self.config.ckks.params
-        params.check_capacity(n_clients=len(self.clients), clip_range=self.config.ckks.clip_range)
+        clip_range = self.config.ckks.clip_range if spec.clip_range is None else spec.clip_range
+        scale_bits = params.scale_for(n_clients=len(self.clients), clip_range=clip_range)
         needed = self._needed
         self._require(len(self.live), needed, "remain live for a new sum")
         index, self._sum_index = self._sum_index, self._sum_index + 1
@@ -149,7 +150,7 @@ class CkksServer(ServerRole):
         )
         self._note(Stage.DELIVER, outcome)
         self.live &= set(outcome.accepted)
-        bound = params.error_bound(len(contributors), clip_range=self.config.ckks.clip_range)
+        bound = params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
         return SumResult(spec, None, frozenset(contributors), None, bound)
 
 
@@ -162,7 +163,7 @@ class CkksClient(ClientRole):
         self._context: SecretContext | None = None
         self._share_key: X25519PrivateKey | None = None
         self._epoch, self._participants = -1, ()
-        self._pending: tuple[int, SumSpec] | None = None
+        self._pending: tuple | None = None  # (sum index, spec, clip range, scale bits)
 
     def _labels(self, request) -> dict:
         return {"session": self.session, "round": request.header.round, "epoch": self._epoch}
@@ -224,19 +225,20 @@ class CkksClient(ClientRole):
             raise ProtocolError(f"client {self.client_id}: asked for an encrypted input before the CKKS keys were installed")
         if self.client_id not in request.live:
             raise ProtocolError(f"client {self.client_id}: not in the live set of sum {request.sum_index}")
-        params, clip_range = self.config.ckks.params, self.config.ckks.clip_range
-        params.check_capacity(n_clients=len(self._participants), clip_range=clip_range)
+        params = self.config.ckks.params
+        clip_range = self.config.ckks.clip_range if request.spec.clip_range is None else request.spec.clip_range
+        scale_bits = params.scale_for(n_clients=len(self._participants), clip_range=clip_range)
         x = self._contribution(request.spec)
-        ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range)
-        self._pending = (request.sum_index, request.spec)
+        ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits)
+        self._pending = (request.sum_index, request.spec, clip_range, scale_bits)
         return InputResponse(self._header(request), None, tuple(ciphertexts))
 
     def _on_deliver(self, request: DeliverRequest) -> Ack:
         if self._pending is None or self._pending[0] != request.sum_index or self.client_id not in request.contributors:
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not the one this client contributed to")
-        _, spec = self._pending
+        _, spec, clip_range, scale_bits = self._pending
         values, clipped = self._context.decrypt_sum(request.ciphertexts, n_values=spec.size, n_contributors=len(request.contributors))
-        bound = self.config.ckks.params.error_bound(len(request.contributors), clip_range=self.config.ckks.clip_range)
+        bound = self.config.ckks.params.error_bound(len(request.contributors), clip_range=clip_range, scale_bits=scale_bits)
         self._finish(SumResult(spec, spec.unflatten(values), frozenset(request.contributors), clipped, bound))
         self._pending = None
         return Ack(self._header(request))

@@ -8,6 +8,7 @@ server cannot quietly weaken a threshold.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
@@ -121,11 +122,12 @@ class MaskConfig:
             )
         return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors)
 
-    def encoding(self, n_clients: int, n_values: int) -> FixedPoint:
-        """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients."""
+    def encoding(self, n_clients: int, n_values: int, clip_range: float | None = None) -> FixedPoint:
+        """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients
+        (``clip_range``: the sum's own range, else the config's)."""
         return FixedPoint.for_sum(
             n_clients=n_clients,
-            clip_range=self.clip_range,
+            clip_range=self.clip_range if clip_range is None else clip_range,
             precision_bits=self.precision_bits,
             ring_bits=self.ring_bits,
             count_lane_max=n_values,
@@ -178,3 +180,38 @@ class SecureSumConfig:
         if needed > n_clients:
             raise ConfigError(f"min_survivors={needed} exceeds the {n_clients} clients of the round")
         return needed
+
+
+def config_to_dict(config: SecureSumConfig) -> dict:
+    """A JSON-ready description of a secure-sum configuration (sent to clients in Welcome)."""
+    mask = dataclasses.asdict(config.mask)
+    mask["graph"] = config.mask.graph.value
+    params = config.ckks.params
+    return {
+        "backend": config.backend.value,
+        "min_survivors": config.min_survivors,
+        "mask": mask,
+        "ckks": {
+            "clip_range": config.ckks.clip_range,
+            "poly_modulus_degree": params.poly_modulus_degree,
+            "coeff_mod_bit_sizes": list(params.coeff_mod_bit_sizes),
+            "scale_bits": params.scale_bits,
+        },
+    }
+
+
+def config_from_dict(data: dict) -> SecureSumConfig:
+    """Inverse of :func:`config_to_dict`; every field is validated again."""
+    try:
+        mask = dict(data["mask"])
+        mask["graph"] = GraphKind(mask["graph"])
+        ckks = data["ckks"]
+        params = CkksParams(int(ckks["poly_modulus_degree"]), tuple(int(b) for b in ckks["coeff_mod_bit_sizes"]), int(ckks["scale_bits"]))
+        return SecureSumConfig(
+            backend=Backend(data["backend"]),
+            min_survivors=data["min_survivors"],
+            mask=MaskConfig(**mask),
+            ckks=CkksConfig(params=params, clip_range=float(ckks["clip_range"])),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"malformed secure-sum configuration: {exc}") from None

@@ -26,8 +26,10 @@ def _classes(backend: Backend) -> tuple[type[ServerRole], type[ClientRole]]:
     raise ValueError(f"unknown backend {backend!r}")
 
 
-def make_server(config: SecureSumConfig, *, session: bytes, directory: Mapping[int, bytes], clients: list[int]) -> ServerRole:
-    return _classes(config.backend)[0](config, session=session, directory=directory, clients=clients)
+def make_server(
+    config: SecureSumConfig, *, session: bytes, directory: Mapping[int, bytes], clients: list[int], sequencer=None
+) -> ServerRole:
+    return _classes(config.backend)[0](config, session=session, directory=directory, clients=clients, sequencer=sequencer)
 
 
 def make_client(

@@ -227,7 +227,7 @@ class MaskClient(ClientRole):
         s = request.sum_index
         if s <= ep.sum_index or (ep.round, s) <= self._done_sum:
             raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
-        expected = self.config.mask.encoding(len(ep.participants), request.spec.size)
+        expected = self.config.mask.encoding(len(ep.participants), request.spec.size, request.spec.clip_range)
         if request.encoding != expected:
             raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
         self._open_shares(ep, request)

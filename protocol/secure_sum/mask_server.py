@@ -142,7 +142,7 @@ class MaskServer(ServerRole):
         index, self._next_sum = self._next_sum, self._next_sum + 1
         self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
         while True:  # 3. masked input (again under new keys if a re-key is needed)
-            encoding = self.config.mask.encoding(len(self._participants), spec.size)
+            encoding = self.config.mask.encoding(len(self._participants), spec.size, spec.clip_range)
             live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
             pending, self._pending_shares = self._pending_shares, {}

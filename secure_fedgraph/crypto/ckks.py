@@ -72,21 +72,31 @@ class CkksParams:
         """Ciphertexts needed for n values plus the two extra lanes."""
         return math.ceil((n_values + EXTRA_LANES) / self.slots)
 
-    def check_capacity(self, *, n_clients: int, clip_range: float) -> None:
-        """Refuse sums whose scaled magnitude could wrap the data modulus (keep 1 bit of headroom).
+    MIN_SCALE_BITS = 20
+
+    def scale_for(self, *, n_clients: int, clip_range: float) -> int:
+        """The encoding scale (bits) for a sum of n values in [-clip_range, clip_range]:
+        scale_bits, lowered when needed so n * clip_range * 2^scale stays below the data
+        modulus with 2 bits of headroom (a sum of large statistics trades precision for range).
 
         Raises:
-            CapacityError: naming scale_bits, clip_range and the moduli.
+            CapacityError: even 2^20 would overflow; names clip_range and the moduli.
         """
-        worst = n_clients * max(clip_range, 1.0) * 2.0**self.scale_bits
-        if worst >= 2.0 ** (self.data_modulus_bits - 2):
+        magnitude = math.log2(n_clients * max(clip_range, 1.0))
+        scale = min(self.scale_bits, math.floor(self.data_modulus_bits - 2 - magnitude))
+        if scale < self.MIN_SCALE_BITS:
             raise CapacityError(
-                f"CKKS sum of {n_clients} clients at clip_range={clip_range} and scale 2^{self.scale_bits} reaches "
-                f"2^{math.log2(worst):.1f}, above the data modulus headroom 2^{self.data_modulus_bits - 2}; lower "
-                f"scale_bits or clip_range, or use larger coeff_mod_bit_sizes (e.g. the 'standard' preset)"
+                f"CKKS sum of {n_clients} clients at clip_range={clip_range} needs 2^{magnitude:.1f} of range, leaving "
+                f"a scale below 2^{self.MIN_SCALE_BITS} in the 2^{self.data_modulus_bits - 2} headroom of the data "
+                f"modulus; lower clip_range, or use larger coeff_mod_bit_sizes (e.g. the 'standard' preset)"
             )
+        return scale
 
-    def error_bound(self, n_clients: int, *, clip_range: float) -> float:
+    def check_capacity(self, *, n_clients: int, clip_range: float) -> None:
+        """Raise CapacityError if no usable scale fits (see :meth:`scale_for`)."""
+        self.scale_for(n_clients=n_clients, clip_range=clip_range)
+
+    def error_bound(self, n_clients: int, *, clip_range: float, scale_bits: int | None = None) -> float:
         """Stated absolute error per element of a decrypted sum of n fresh encryptions.
 
         Two parts per ciphertext: the encryption noise, read through the canonical embedding,
@@ -95,7 +105,8 @@ class CkksParams:
         and decoding lose about 2^-50 relative to the values, bounded here by
         max(clip_range, 1) * 2^-45. Additions add the errors. tests/crypto/test_ckks.py checks it.
         """
-        return n_clients * (self.poly_modulus_degree * 2.0**-self.scale_bits + max(clip_range, 1.0) * 2.0**-45)
+        scale = self.scale_bits if scale_bits is None else scale_bits
+        return n_clients * (self.poly_modulus_degree * 2.0**-scale + max(clip_range, 1.0) * 2.0**-45)
 
 
 PRESETS = {
@@ -145,12 +156,14 @@ class SecretContext(SecretMaterial):
             save_public_key=False, save_secret_key=False, save_galois_keys=False, save_relin_keys=False
         )
 
-    def encrypt(self, values: np.ndarray, *, params: CkksParams, clip_range: float) -> tuple[list[bytes], int]:
-        """Clip, append the extra lanes, encrypt in N/2-slot chunks; return (ciphertexts, clipped)."""
+    def encrypt(self, values: np.ndarray, *, params: CkksParams, clip_range: float, scale_bits: int | None = None) -> tuple[list[bytes], int]:
+        """Clip, append the extra lanes, encrypt in N/2-slot chunks at 2^scale_bits (default:
+        the parameters'); return (ciphertexts, clipped)."""
         clipped, count = clip_and_count(values, clip_range)
         fraction = count / max(clipped.size, 1)
         lanes = np.concatenate([clipped.ravel(), [1.0, fraction]])
-        chunks = [ts.ckks_vector(self._context, lanes[i : i + params.slots]) for i in range(0, lanes.size, params.slots)]
+        scale = 2.0 ** (params.scale_bits if scale_bits is None else scale_bits)
+        chunks = [ts.ckks_vector(self._context, lanes[i : i + params.slots], scale) for i in range(0, lanes.size, params.slots)]
         return [c.serialize() for c in chunks], count
 
     def decrypt_sum(self, ciphertexts: Sequence[bytes], *, n_values: int, n_contributors: int) -> tuple[np.ndarray, int]:

@@ -257,31 +257,41 @@ def test_server_refuses_a_malformed_ciphertext(server: PublicContext) -> None:
 # --- capacity and error bound -------------------------------------------------------------------
 
 
-def test_check_capacity_fires_exactly_at_its_bound() -> None:
-    """lean: 2^40 scale, 60-bit data modulus, headroom 2^58, so n * max(clip_range, 1) must stay below 2^18."""
-    LEAN.check_capacity(n_clients=2**18 - 1, clip_range=1.0)
-    LEAN.check_capacity(n_clients=1, clip_range=float(2**18 - 1))
-    with pytest.raises(CapacityError, match="scale 2\\^40") as raised:
-        LEAN.check_capacity(n_clients=2**18, clip_range=1.0)
-    message = str(raised.value)
-    assert "scale_bits" in message and "clip_range" in message and "headroom 2^58" in message
-    with pytest.raises(CapacityError, match="clip_range"):
-        LEAN.check_capacity(n_clients=1, clip_range=float(2**18))
-    with pytest.raises(CapacityError, match="clip_range"):
-        LEAN.check_capacity(n_clients=2**10, clip_range=float(2**8))
+def test_scale_is_lowered_to_keep_the_sum_inside_the_modulus() -> None:
+    """lean: data modulus 60 bits, 2 bits of headroom: n * R * 2^scale must stay below 2^58."""
+    assert LEAN.scale_for(n_clients=2**17, clip_range=1.0) == 40  # 2^17 * 2^40 < 2^58
+    assert LEAN.scale_for(n_clients=2**18, clip_range=1.0) == 40  # 2^58: one bit below q/2 = 2^59
+    assert LEAN.scale_for(n_clients=2**19, clip_range=1.0) == 39
+    assert LEAN.scale_for(n_clients=207, clip_range=1e4) == 37  # log2(2.07e6) = 20.98
+    assert LEAN.scale_for(n_clients=1, clip_range=0.5) == 40  # the count lane needs range 1 anyway
 
 
-def test_check_capacity_counts_the_count_lane_for_small_clip_ranges() -> None:
-    """The count lane holds 1.0 per client, so clip_range below 1 does not buy capacity."""
-    with pytest.raises(CapacityError, match="clip_range=0.5"):
-        LEAN.check_capacity(n_clients=2**18, clip_range=0.5)
+def test_capacity_fires_when_no_usable_scale_is_left() -> None:
+    LEAN.check_capacity(n_clients=2**10, clip_range=float(2**28))  # scale 58 - 38 = 20: still usable
+    with pytest.raises(CapacityError, match="below 2\\^20.*clip_range"):
+        LEAN.check_capacity(n_clients=2**10, clip_range=float(2**29))
+
+
+def test_a_lowered_scale_still_sums_correctly() -> None:
+    context = SecretContext.generate(LEAN)
+    server = PublicContext(context.public_bytes())
+    scale = LEAN.scale_for(n_clients=3, clip_range=1e6)
+    assert scale < LEAN.scale_bits
+    rng = np.random.default_rng(5)
+    inputs = [rng.uniform(-1e6, 1e6, 100) for _ in range(3)]
+    total = None
+    for x in inputs:
+        blobs, _ = context.encrypt(x, params=LEAN, clip_range=1e6, scale_bits=scale)
+        total = PublicContext.add(total, [server.load(b) for b in blobs])
+    sums, _ = context.decrypt_sum([v.serialize() for v in total], n_values=100, n_contributors=3)
+    assert np.max(np.abs(sums - np.sum(inputs, axis=0))) <= LEAN.error_bound(3, clip_range=1e6, scale_bits=scale)
 
 
 def test_check_capacity_scales_with_the_data_modulus() -> None:
     standard = PRESETS["standard"]
-    standard.check_capacity(n_clients=2**18, clip_range=1.0)  # refused by lean, fine for standard
+    assert standard.scale_for(n_clients=2**20, clip_range=1e6) == 40  # 138 bits of headroom
     with pytest.raises(CapacityError, match="2\\^138"):
-        standard.check_capacity(n_clients=2**48, clip_range=float(2**50))
+        standard.check_capacity(n_clients=2**48, clip_range=float(2**80))
 
 
 def test_error_bound_grows_linearly_with_clients_and_with_the_range() -> None:

@@ -1,0 +1,65 @@
+"""Transcripts: every message a party received or sent, as wire bytes, for audits.
+
+A transcript is a binary file of records: an 8-byte timestamp (float64, seconds), a 1-byte
+direction (``r``eceived, ``s``ent, or ``a``udit: a client's own plaintext contribution, written
+only when the client is run with auditing on), an 8-byte peer id, a 4-byte length, then the
+Envelope bytes. The server's transcript is what the server saw: the audit checks claims
+against it (threat_model.md).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from secure_fedgraph.protocol import codec
+
+_HEAD = struct.Struct("<dcqI")
+RECEIVED, SENT, AUDIT = b"r", b"s", b"a"
+
+
+@dataclass(frozen=True)
+class Record:
+    time: float
+    direction: bytes
+    peer: int
+    data: bytes
+
+    def message(self) -> Any:
+        return codec.decode(self.data)
+
+
+class TranscriptWriter:
+    """Appends records; safe to share between threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO = open(self.path, "ab")  # noqa: SIM115 (closed by close())
+        self._lock = threading.Lock()
+
+    def record(self, direction: bytes, peer: int, data: bytes, *, at: float) -> None:
+        with self._lock:
+            self._file.write(_HEAD.pack(at, direction, peer, len(data)))
+            self._file.write(data)
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_transcript(path: str | Path) -> Iterator[Record]:
+    """The records of a transcript, in order."""
+    with open(path, "rb") as f:
+        while head := f.read(_HEAD.size):
+            if len(head) < _HEAD.size:
+                raise ValueError(f"{path}: truncated record header")
+            at, direction, peer, length = _HEAD.unpack(head)
+            data = f.read(length)
+            if len(data) != length:
+                raise ValueError(f"{path}: truncated record")
+            yield Record(at, direction, peer, data)

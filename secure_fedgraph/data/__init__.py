@@ -1,0 +1,9 @@
+"""Datasets, one class per dataset, each declaring its raw files. Nothing is ever downloaded.
+
+A data directory is taken from the ``data_dir`` argument (the CLI's ``--data-dir``) or the
+``SECURE_FEDGRAPH_DATA`` environment variable; what the demo needs ships inside the package.
+"""
+
+from secure_fedgraph.data.metr_la import MetrLA, TrafficSplits, dcrnn_windows
+
+__all__ = ["MetrLA", "TrafficSplits", "dcrnn_windows"]

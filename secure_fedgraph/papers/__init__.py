@@ -1,0 +1,21 @@
+"""The papers, each a round plan over the collectives (one module per paper), and the registry
+the runtimes use to find a plan by name."""
+
+from secure_fedgraph.papers.base import Plan
+from secure_fedgraph.papers.fedavg import FedAvgGRU
+from secure_fedgraph.papers.synthetic import FedAvgVector
+
+PLANS: dict[str, type[Plan]] = {cls.name: cls for cls in (FedAvgGRU, FedAvgVector)}
+
+
+def plan_class(name: str) -> type[Plan]:
+    """The plan called ``name``; ConfigError names the known plans otherwise."""
+    from secure_fedgraph.errors import ConfigError
+
+    try:
+        return PLANS[name]
+    except KeyError:
+        raise ConfigError(f"unknown plan {name!r}; known plans: {', '.join(sorted(PLANS))}") from None
+
+
+__all__ = ["PLANS", "Plan", "FedAvgGRU", "FedAvgVector", "plan_class"]

@@ -1,0 +1,67 @@
+"""What every paper's plan provides: a configuration, a server function and a client function."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.engine import ClientContext, ClientPlan, ServerContext
+from secure_fedgraph.protocol.steps import StepGen
+
+
+class Plan(ABC):
+    """A paper's round structure. ``server`` yields steps (collectives via ``ctx``) and returns
+    the run's metrics; ``client`` yields what one logical client waits for. Neither imports a
+    transport, crypto or gRPC."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type]
+    clients_field: ClassVar[str]  # the Config field the CLI's --clients sets
+
+    def __init__(self, config: Any | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+        if not isinstance(self.config, self.Config):
+            raise ConfigError(f"plan {self.name} needs a {self.Config.__name__}, got {type(self.config).__name__}")
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @abstractmethod
+    def client_ids(self) -> list[int]:
+        """The logical clients this plan runs with."""
+
+    @abstractmethod
+    def server(self, ctx: ServerContext) -> StepGen[dict]:
+        """The server's side; returns the run's metrics."""
+
+    @abstractmethod
+    def client(self, ctx: ClientContext) -> ClientPlan:
+        """One logical client's side."""
+
+    def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> Any:
+        """What the client reads locally before the run (its own data only)."""
+        return None
+
+    def config_json(self) -> str:
+        return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)
+
+    @classmethod
+    def from_config_json(cls, text: str) -> Plan:
+        data = json.loads(text)
+        if data.get("plan") != cls.name:
+            raise ConfigError(f"configuration is for plan {data.get('plan')!r}, not {cls.name!r}")
+        fields = {f.name for f in dataclasses.fields(cls.Config)}
+        unknown = set(data["config"]) - fields
+        if unknown:
+            raise ConfigError(f"plan {cls.name}: unknown configuration fields {sorted(unknown)}")
+        return cls(cls.Config(**data["config"]))
+
+
+def positive(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")

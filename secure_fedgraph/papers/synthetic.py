@@ -1,0 +1,60 @@
+"""fedavg-vector: one FedAvg round over a length-L vector, the workload of the peer benchmark
+(shared/research/peer-benchmark.md): the server broadcasts the model, every client returns
+the model plus a seeded update in [-1, 1), and the server averages them with a secure sum."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from secure_fedgraph.papers.base import Plan, positive
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+
+
+@dataclass(frozen=True)
+class FedAvgVectorConfig:
+    """Attributes: clients, length (L), rounds, seed."""
+
+    clients: int = 10
+    length: int = 100_000
+    rounds: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        positive("clients", self.clients, 2)
+        positive("length", self.length)
+        positive("rounds", self.rounds)
+
+
+class FedAvgVector(Plan):
+    name = "fedavg-vector"
+    Config = FedAvgVectorConfig
+    clients_field = "clients"
+
+    def client_ids(self) -> list[int]:
+        return list(range(self.config.clients))
+
+    def server(self, ctx: ServerContext):
+        c = self.config
+        model = np.zeros(c.length, dtype=np.float32)
+        spec = SumSpec("update", (TensorSpec("w", (c.length,)),))
+        history = []
+        for r in range(c.rounds):
+            yield from ctx.start_round(r)
+            yield from ctx.broadcast("model", {"w": model})
+            total = yield from ctx.secure_sum(spec)
+            if total.values is not None:
+                model = (total.values["w"] / len(total.contributors)).astype(np.float32)
+            history.append({"round": r, "clients": len(total.contributors)})
+            ctx.report(r, clients=len(total.contributors))
+        return {"plan": self.name, "rounds": history}
+
+    def client(self, ctx: ClientContext):
+        c = self.config
+        for r in range(c.rounds):
+            model = (yield ctx.receive("model"))["w"]
+            rng = np.random.default_rng(derive_seed(c.seed, "client", ctx.client_id, r, "update"))
+            update = rng.uniform(-1, 1, c.length).astype(np.float32)
+            yield ctx.secure_sum("update", {"w": np.clip(model + update, -1, 1)})

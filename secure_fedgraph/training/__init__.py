@@ -1,0 +1,1 @@
+"""Local training and evaluation loops shared by the papers' plans."""

@@ -1,0 +1,155 @@
+"""The server process: mutual TLS, waiting for the clients, running a plan, writing the run.
+
+Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for the plan's
+clients, each authenticated by its certificate; send each a Welcome (the run's configuration
+and the participants' CA-signed certificates); run the plan's server side over the gRPC
+transport; tell the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
+``transcript.bin``: every message the server received and sent) under the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from secure_fedgraph import __version__
+from secure_fedgraph.crypto.pki import KeyDirectory, client_of
+from secure_fedgraph.errors import ConfigError, DropoutError
+from secure_fedgraph.papers.base import Plan
+from secure_fedgraph.protocol.engine import RoundReport, ServerContext
+from secure_fedgraph.protocol.messages import Ack, Welcome
+from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict, majority
+from secure_fedgraph.protocol.secure_sum.factory import make_server
+from secure_fedgraph.protocol.secure_sum.roles import new_session_id
+from secure_fedgraph.protocol.session import Sequencer
+from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.steps import drive
+from secure_fedgraph.protocol.transcript import TranscriptWriter
+from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, channel_options, make_server_handler
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Options of ``secure-fedgraph server`` (see its --help)."""
+
+    bind: str
+    plan: Plan
+    secure: SecureSumConfig
+    keys: Path
+    out: Path
+    transcript: bool = False
+    join_timeout_s: float = 120.0
+    step_timeout_s: float = 120.0
+    max_message_bytes: int = 256 * 2**20
+    port_file: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _human(nbytes: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if nbytes < 1000 or unit == "GB":
+            return f"{nbytes:.1f} {unit}"
+        nbytes /= 1000
+    raise AssertionError
+
+
+def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run one plan to completion; return (and write) its metrics."""
+    keys = KeyDirectory(options.keys)
+    keys.require(keys.ca, keys.server_cert, keys.server_key)
+    expected = options.plan.client_ids()
+    keys.require(*(keys.client_cert(c) for c in expected))
+    ca = keys.ca.read_bytes()
+    certificates = {c: keys.client_cert(c).read_bytes() for c in expected}
+    directory = {}
+    for client, pem in certificates.items():
+        cert_client, identity = client_of(pem, ca)
+        if cert_client != client:
+            raise ConfigError(f"{keys.client_cert(client)} is the certificate of client {cert_client}")
+        directory[client] = identity
+    options.out.mkdir(parents=True, exist_ok=True)
+    transcript = TranscriptWriter(options.out / "transcript.bin") if options.transcript else None
+    events: list[str] = []
+    transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, transcript=transcript, log=events.append)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8), options=channel_options(options.max_message_bytes))
+    server.add_generic_rpc_handlers((make_server_handler(transport),))
+    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
+    port = server.add_secure_port(options.bind, credentials)
+    if port == 0:
+        raise ConfigError(f"could not listen on {options.bind}")
+    server.start()
+    host = options.bind.rsplit(":", 1)[0]
+    if options.port_file is not None:
+        options.port_file.write_text(str(port))
+    say(f"server: {options.plan.name} with the {options.secure.backend.value} backend, listening on {host}:{port} (mutual TLS); waiting for {len(expected)} clients")
+    started = time.monotonic()
+    try:
+        joined = transport.wait_for_clients(options.join_timeout_s)
+        say(f"server: {len(joined)} of {len(expected)} clients joined in {time.monotonic() - started:.1f} s")
+        if len(joined) < max(2, majority(len(expected))):
+            raise DropoutError(f"only {len(joined)} of {len(expected)} clients joined within {options.join_timeout_s:g} s")
+        metrics = _run_plan(options, transport, joined, directory, certificates, say, events)
+    finally:
+        transport.close_all()
+        server.stop(grace=2.0)
+        if transcript is not None:
+            transcript.close()
+    metrics["seconds"] = time.monotonic() - started
+    (options.out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
+    return metrics
+
+
+def _run_plan(options, transport, joined, directory, certificates, say, events) -> dict[str, Any]:
+    session = new_session_id()
+    seq = Sequencer(session)
+    role = make_server(options.secure, session=session, directory={c: directory[c] for c in joined}, clients=joined, sequencer=seq)
+    last = {"t": time.monotonic(), "up": 0, "down": 0}
+    rounds: list[dict[str, Any]] = []
+
+    def report(r: RoundReport) -> None:
+        up, down = sum(transport.traffic.up.values()), sum(transport.traffic.down.values())
+        now = time.monotonic()
+        row = {"round": r.round, **r.metrics, "bytes_up": up - last["up"], "bytes_down": down - last["down"], "seconds": now - last["t"]}
+        rounds.append(row)
+        last.update(t=now, up=up, down=down)
+        shown = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.metrics.items())
+        say(f"round {r.round + 1}: {shown}; up {_human(row['bytes_up'])}, down {_human(row['bytes_down'])}, {row['seconds']:.1f} s")
+
+    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=report)
+    config_json = json.dumps({"plan": json.loads(options.plan.config_json()), "secure_sum": config_to_dict(options.secure), "version": __version__})
+    participants = tuple(joined)
+    certs = tuple(certificates[c] for c in joined)
+
+    def whole():
+        yield seq.step(Stage.WELCOME, lambda h: {c: Welcome(h, config_json, participants, certs) for c in joined}, lambda c, r: None, Ack)
+        metrics = yield from options.plan.server(ctx)
+        yield from ctx.end()
+        return metrics
+
+    metrics = drive(whole(), transport)
+    traffic = transport.traffic
+    metrics.update(
+        backend=options.secure.backend.value,
+        secure_sum=config_to_dict(options.secure),
+        clients_joined=len(joined),
+        clients_finished=len(ctx.live),
+        dropped={str(c): reason for c, reason in sorted(ctx.dropped.items())},
+        bytes_up_total=sum(traffic.up.values()),
+        bytes_down_total=sum(traffic.down.values()),
+        bytes_up_by_stage={s.value: b for s, b in traffic.up_by_stage.items()},
+        bytes_down_by_stage={s.value: b for s, b in traffic.down_by_stage.items()},
+        server_seconds=traffic.server_seconds,
+        round_log=rounds,
+        events=events + role.log,
+        **options.extra,
+    )
+    for client, reason in sorted(ctx.dropped.items()):
+        say(f"server: client {client} dropped: {reason}")
+    return metrics
