@@ -63,6 +63,17 @@ class _Shared:
     ca: bytes
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
+
+    def check_certificate(self, pem: bytes) -> tuple[int, bytes]:
+        """Verify a certificate against the CA once per process (every hosted client needs them all)."""
+        with self.lock:
+            found = self.verified.get(pem)
+        if found is None:
+            found = client_of(pem, self.ca)
+            with self.lock:
+                self.verified[pem] = found
+        return found
 
 
 def parse_ids(text: str) -> list[int]:
@@ -153,7 +164,7 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
         raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
     directory = {}
     for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
-        cert_client, identity = client_of(pem, shared.ca)  # the CA vouches for every identity key
+        cert_client, identity = shared.check_certificate(pem)  # the CA vouches for every identity key
         if cert_client != listed:
             raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
         directory[listed] = identity
