@@ -136,8 +136,7 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
                     stream.send(reply)
                     outcome.steps += 1
                     if host is not None and host.ended:
-                        outcome.finished = True
-                        break
+                        outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
             finally:
                 stream.close()
     except grpc.RpcError as exc:

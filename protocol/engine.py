@@ -96,10 +96,17 @@ class ServerContext:
             self.dropped.setdefault(client, f"rejected at {stage.value} in round {self.round}: {reason}")
         self.live -= set(outcome.silent) | set(outcome.rejected)
 
+    def _follow_role(self, what: str) -> None:
+        """Clients the secure-sum backend lost are out of the run too; say why."""
+        reasons = self.role.left if hasattr(self.role, "left") else {}
+        for client in sorted(self.live - set(self.role.live)):
+            self.dropped.setdefault(client, f"{reasons.get(client, 'left')} during {what} in round {self.round}")
+        self.live &= set(self.role.live)
+
     def start_round(self, round_index: int) -> StepGen[None]:
         """Begin a round: the secure-sum backend's key set-up among the live clients."""
         yield from self.role.setup(round_index, participants=sorted(self.live))
-        self.live &= set(self.role.live)
+        self._follow_role("the key set-up")
 
     def broadcast(self, name: str, tensors: Mapping[str, Any]) -> StepGen[frozenset[int]]:
         outcome = yield from collectives.broadcast(self.seq, sorted(self.live), name, tensors)
@@ -121,9 +128,7 @@ class ServerContext:
 
     def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
         result = yield from collectives.secure_sum(self.role, spec)
-        for client in self.live - set(self.role.live):
-            self.dropped.setdefault(client, f"left during secure sum {spec.name!r} in round {self.round}")
-        self.live &= set(self.role.live)
+        self._follow_role(f"secure sum {spec.name!r}")
         return result
 
     def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:

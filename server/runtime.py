@@ -77,7 +77,8 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     options.out.mkdir(parents=True, exist_ok=True)
     transcript = TranscriptWriter(options.out / "transcript.bin") if options.transcript else None
     events: list[str] = []
-    transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, transcript=transcript, log=events.append)
+    transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
+                                    transcript=transcript, log=events.append)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8), options=channel_options(options.max_message_bytes))
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)

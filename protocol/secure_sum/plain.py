@@ -28,7 +28,7 @@ class PlainServer(ServerRole):
 
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         index, self._sum_index = self._sum_index, self._sum_index + 1
-        total = np.zeros(spec.size, dtype=np.float64)
+        received: dict[int, np.ndarray] = {}  # plain sees every input anyway; summed in client order below
 
         def accept(client: int, response: InputResponse) -> None:
             x = response.payload
@@ -36,7 +36,7 @@ class PlainServer(ServerRole):
                 raise ProtocolError(f"plain input of client {client}: expected a float vector of {spec.size}, got {None if x is None else (x.dtype, x.shape)}")
             if not np.isfinite(x).all():
                 raise ProtocolError(f"plain input of client {client} contains NaN or infinity")
-            np.add(total, x, out=total)
+            received[client] = x
 
         self._require(len(self.live), self._needed, "remain live for a new sum")
         live = tuple(sorted(self.live))
@@ -45,6 +45,9 @@ class PlainServer(ServerRole):
         self.live = set(outcome.accepted)
         self._require(len(outcome.accepted), self._needed, "sent inputs")
         contributors = tuple(sorted(outcome.accepted))
+        total = np.zeros(spec.size, dtype=np.float64)
+        for client in contributors:  # a fixed order: float addition is not associative, and
+            np.add(total, received.pop(client), out=total)  # arrival order differs between transports
         outcome = yield self._step(
             Stage.DELIVER,
             lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, total, (), 0)),

@@ -72,10 +72,12 @@ class GrpcServerTransport:
         expected: Collection[int],
         *,
         step_timeout_s: float = 120.0,
+        max_message_bytes: int = 256 * 2**20,
         transcript: TranscriptWriter | None = None,
         log: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.expected = set(expected)
+        self.max_message_bytes = max_message_bytes
         self.step_timeout_s = step_timeout_s
         self.transcript = transcript
         self.log = log
@@ -121,9 +123,11 @@ class GrpcServerTransport:
             for data in request_iterator:
                 self.inbound.put((connection.client, data))
             reason = "the client closed its stream"
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            reason = f"stream failed ({getattr(code, 'name', code)}: {exc.details() if hasattr(exc, 'details') else exc})"
+        except grpc.RpcError:
+            # gRPC cancels a stream whose message exceeds the limit without telling the handler
+            # which limit; the client gets RESOURCE_EXHAUSTED with the sizes.
+            reason = (f"the stream was cancelled: the client went away, or sent a message over the "
+                      f"{self.max_message_bytes} byte limit (--max-message-mb)")
         except Exception as exc:  # the stream must never take the server down
             reason = f"stream failed ({exc})"
         self.inbound.put((connection.client, reason))

@@ -1,0 +1,183 @@
+"""The gRPC runtime with real processes over real sockets: the same numbers as in one process,
+mutual TLS, bad input, and a client process killed mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import threading
+import time
+
+import grpc
+import pytest
+
+from secure_fedgraph import __version__
+from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
+from secure_fedgraph.papers import FedAvgGRU
+from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.messages import Hello
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
+from secure_fedgraph.simulate import simulate
+
+TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")
+
+
+def _channel(run, client: int, keys: KeyDirectory | None = None, send_limit: int = 2**20) -> grpc.Channel:
+    keys = keys or KeyDirectory(run.keys)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=KeyDirectory(run.keys).ca.read_bytes(),
+        private_key=keys.client_key(client).read_bytes(),
+        certificate_chain=keys.client_cert(client).read_bytes(),
+    )
+    options = channel_options(2**20) + [("grpc.max_send_message_length", send_limit), ("grpc.ssl_target_name_override", "localhost")]
+    return grpc.secure_channel(f"127.0.0.1:{run.port}", credentials, options=options)
+
+
+@pytest.mark.parametrize("backend", ["mask", "plain", "ckks"])
+def test_grpc_run_equals_the_in_process_run(start_server, backend):
+    """Two client processes over gRPC give the same numbers as one process: bit for bit with
+    mask and plain (exact integer sums), within the stated error with ckks."""
+    run = start_server(clients=5, plan_options=("rounds=2", *TINY), backend=backend)
+    clients = [run.client("0-2", "--backend", backend), run.client("3-4", "--backend", backend)]
+    _, metrics = run.finish()
+    for process in clients:
+        assert process.wait(timeout=60) == 0, process.stdout.read()
+    config = FedAvgGRUConfig(rounds=2, sensors=5, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)
+    local = simulate(FedAvgGRU(config), SecureSumConfig(backend=Backend(backend))).metrics
+    assert metrics["clients_finished"] == 5 and metrics["dropped"] == {}
+    over_grpc = [v for r in metrics["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [metrics["test_rmse"], metrics["test_mae"]]
+    in_process = [v for r in local["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [local["test_rmse"], local["test_mae"]]
+    if backend == "ckks":
+        assert over_grpc == pytest.approx(in_process, rel=1e-5)
+    else:
+        assert over_grpc == in_process
+
+
+def test_mtls_refuses_strangers_and_impostors_and_keeps_serving(start_server, tmp_path):
+    run = start_server(clients=4, plan_options=("rounds=1", *TINY), keys_for=5)
+    # 1. a certificate from another CA: the TLS handshake fails
+    stranger = init_keys(tmp_path / "stranger", clients=1)
+    with _channel(run, 0, keys=stranger) as channel:
+        stream = ClientStream(channel, timeout_s=10)
+        stream.send(codec.encode(Hello(0, __version__)))
+        with pytest.raises(grpc.RpcError) as refused:
+            next(iter(stream))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    # 2. a valid certificate whose Hello claims another client's id
+    with _channel(run, 0) as channel:
+        stream = ClientStream(channel, timeout_s=10)
+        stream.send(codec.encode(Hello(1, __version__)))
+        with pytest.raises(grpc.RpcError) as impostor:
+            next(iter(stream))
+        assert impostor.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "this certificate is for client 0, but the Hello claims 1" in impostor.value.details()
+    # 3. a valid certificate of a client that is not part of this run
+    with _channel(run, 4) as channel:
+        stream = ClientStream(channel, timeout_s=10)
+        stream.send(codec.encode(Hello(4, __version__)))
+        with pytest.raises(grpc.RpcError) as outsider:
+            next(iter(stream))
+        assert "client 4 is not part of this run" in outsider.value.details()
+    # ... and the server still runs the plan with its real clients
+    honest = run.client("0-3")
+    output, metrics = run.finish()
+    assert honest.wait(timeout=60) == 0
+    assert metrics["clients_finished"] == 4
+    assert "refused a connection: certificate of client 0, Hello claims 1" in " ".join(metrics["events"])
+
+
+def _rogue(run, client: int, answer):
+    """A client that joins properly, then answers its first real request with ``answer(data)``."""
+    errors = []
+
+    def go():
+        with _channel(run, client, send_limit=64 * 2**20) as channel:  # the server, not this client, must enforce the limit
+            stream = ClientStream(channel, timeout_s=60)
+            stream.send(codec.encode(Hello(client, __version__)))
+            try:
+                for i, data in enumerate(stream):
+                    request = codec.decode(data)
+                    if i == 0:  # the Welcome
+                        from secure_fedgraph.protocol.messages import Ack, Header
+
+                        h = request.header
+                        stream.send(codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, client))))
+                    elif i == 1:
+                        stream.send(answer(data))  # then keep reading: the server's verdict ends the stream
+            except grpc.RpcError as exc:
+                errors.append(exc)
+            finally:
+                stream.close()
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize(
+    "answer,server_says,client_hears",
+    [
+        (lambda data: b"\x0a\xff\xffnot a protobuf envelope", "rejected client 4 at advertise: malformed message", None),
+        (lambda data: b"\x00" * (2 * 2**20), "over the 1048576 byte limit", grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ],
+    ids=["malformed", "oversized"],
+)
+def test_malformed_and_oversized_messages_are_rejected_and_the_run_goes_on(start_server, answer, server_says, client_hears):
+    run = start_server(clients=5, plan_options=("rounds=1", *TINY), extra=("--max-message-mb", "1"))
+    rogue, errors = _rogue(run, 4, answer)
+    honest = run.client("0-3")
+    _, metrics = run.finish()
+    assert honest.wait(timeout=60) == 0
+    assert metrics["clients_finished"] == 4
+    assert set(metrics["dropped"]) == {"4"}
+    assert server_says in " ".join(metrics["events"])
+    if client_hears is not None:
+        rogue.join(timeout=30)
+        assert errors and errors[0].code() == client_hears and "larger than max" in errors[0].details(), errors
+
+
+def test_a_killed_client_process_does_not_stop_the_run(start_server):
+    """Kill the process hosting clients 4-5 in the middle of the run (mask backend: its clients
+    drop mid-round and their masks are recovered or the round is re-keyed)."""
+    run = start_server(clients=6, plan_options=("rounds=4", "hidden_size=8", "max_windows=200", "max_local_steps=20", "batch_size=8"))
+    survivors = run.client("0-3")
+    victim = run.client("4-5")
+    lines = []
+    for line in run.server.stdout:
+        lines.append(line)
+        if line.startswith("round 1:"):
+            victim.send_signal(signal.SIGKILL)
+            break
+    output, metrics = run.finish()
+    assert survivors.wait(timeout=60) == 0, survivors.stdout.read()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+    assert metrics["clients_finished"] == 4
+    assert set(metrics["dropped"]) == {"4", "5"}
+    assert len(metrics["rounds"]) == 4 and metrics["rounds"][-1]["clients"] == 4
+    assert metrics["test_rmse"] > 0
+
+
+def test_keys_init_output_loads(tmp_path):
+    from secure_fedgraph.cli import main
+    from secure_fedgraph.crypto.pki import client_of, load_identity
+
+    assert main(["keys", "init", str(tmp_path / "k"), "--clients", "3", "--server-name", "fl.example.org"]) == 0
+    keys = KeyDirectory(tmp_path / "k")
+    ca = keys.ca.read_bytes()
+    for client in range(3):
+        cert_client, identity = client_of(keys.client_cert(client).read_bytes(), ca)
+        assert cert_client == client and load_identity(keys.identity_key(client)).public_bytes == identity
+        assert os.stat(keys.client_key(client)).st_mode & 0o777 == 0o600
+        assert os.stat(keys.identity_key(client)).st_mode & 0o777 == 0o600
+    context = ssl.create_default_context(cafile=str(keys.ca))  # the server certificate validates against the CA
+    context.load_verify_locations(cafile=str(keys.ca))
+    from cryptography import x509
+
+    server = x509.load_pem_x509_certificate(keys.server_cert.read_bytes())
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "fl.example.org" in names.get_values_for_type(x509.DNSName)
+    assert socket.inet_aton("127.0.0.1") and str(names.get_values_for_type(x509.IPAddress)[0]) == "127.0.0.1"
