@@ -71,14 +71,6 @@ def _optional_inner(hint: Any) -> Any | None:
     return None
 
 
-def tensor_to_pb(array: np.ndarray) -> common_pb2.Tensor:
-    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
-    if dtype not in WIRE_DTYPES:
-        raise ConfigError(f"dtype {array.dtype} cannot go on the wire; use one of {sorted(str(d) for d in WIRE_DTYPES)}")
-    contiguous = np.ascontiguousarray(array, dtype=dtype)
-    return common_pb2.Tensor(dtype=dtype.str, shape=list(array.shape), data=contiguous.tobytes())
-
-
 def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     """A read-only array view of a Tensor, after checking dtype, shape and byte length."""
     try:
@@ -96,56 +88,106 @@ def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)
 
 
+# Each dataclass gets a compiled plan, computed once: (field name, kind, inner type). Kinds:
+# "scalar", "enum", "tensor", "message", "repeated_message", "repeated_scalar", plus an
+# "optional_" prefix for ``X | None`` fields (absent on the wire when None).
+_PLANS: dict[type, list[tuple[str, str, Any]]] = {}
+
+
+def _kind(hint: Any) -> tuple[str, Any]:
+    inner = _optional_inner(hint)
+    if inner is not None:
+        kind, sub = _kind(inner)
+        return "optional_" + kind, sub
+    if hint is np.ndarray:
+        return "tensor", None
+    if typing.get_origin(hint) is tuple:
+        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
+        return ("repeated_message", item) if dataclasses.is_dataclass(item) else ("repeated_scalar", item)
+    if dataclasses.is_dataclass(hint):
+        return "message", hint
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return "enum", hint
+    return "scalar", hint
+
+
+def _plan(cls: type) -> list[tuple[str, str, Any]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = _hints(cls)
+        plan = _PLANS[cls] = [(f.name, *_kind(hints[f.name])) for f in dataclasses.fields(cls)]
+    return plan
+
+
+def _fill_tensor(out: common_pb2.Tensor, array: np.ndarray) -> None:
+    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+    if dtype not in WIRE_DTYPES:
+        raise ConfigError(f"dtype {array.dtype} cannot go on the wire; use one of {sorted(str(d) for d in WIRE_DTYPES)}")
+    out.dtype = dtype.str
+    out.shape.extend(array.shape)
+    out.data = np.ascontiguousarray(array, dtype=dtype).tobytes()
+
+
+def _fill(out: Any, obj: Any) -> None:
+    """Write a dataclass message into a protobuf message in place (no intermediate copies)."""
+    for name, kind, sub in _plan(type(obj)):
+        value = getattr(obj, name)
+        if kind.startswith("optional_"):
+            if value is None:
+                continue
+            kind = kind[len("optional_") :]
+            if kind in ("message", "tensor"):
+                getattr(out, name).SetInParent()  # present even if every field has its default
+        if kind == "scalar":
+            setattr(out, name, value)
+        elif kind == "enum":
+            setattr(out, name, value.value)
+        elif kind == "tensor":
+            _fill_tensor(getattr(out, name), value)
+        elif kind == "message":
+            _fill(getattr(out, name), value)
+        elif kind == "repeated_message":
+            container = getattr(out, name)
+            for item in value:
+                _fill(container.add(), item)
+        else:  # repeated_scalar
+            getattr(out, name).extend(value)
+
+
 def to_pb(obj: Any) -> Any:
     """Dataclass message -> protobuf message."""
     out = _PB_CLASS[type(obj)]()
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if value is None:
-            continue
-        if isinstance(value, np.ndarray):
-            getattr(out, f.name).CopyFrom(tensor_to_pb(value))
-        elif dataclasses.is_dataclass(value):
-            getattr(out, f.name).CopyFrom(to_pb(value))
-        elif isinstance(value, enum.Enum):
-            setattr(out, f.name, value.value)
-        elif isinstance(value, tuple):
-            if value and dataclasses.is_dataclass(value[0]):
-                getattr(out, f.name).extend(to_pb(v) for v in value)
-            else:
-                getattr(out, f.name).extend(value)
-        else:
-            setattr(out, f.name, value)
+    _fill(out, obj)
     return out
-
-
-def _value(msg: Any, name: str, hint: Any) -> Any:
-    inner = _optional_inner(hint)
-    if inner is not None:
-        return _value(msg, name, inner) if msg.HasField(name) else None
-    raw = getattr(msg, name)
-    if hint is np.ndarray:
-        return tensor_from_pb(raw)
-    if typing.get_origin(hint) is tuple:
-        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
-        if dataclasses.is_dataclass(item):
-            return tuple(from_pb(item, r) for r in raw)
-        return tuple(item(r) for r in raw)
-    if dataclasses.is_dataclass(hint):
-        return from_pb(hint, raw)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(raw)
-        except ValueError:
-            raise ProtocolError(f"unknown {hint.__name__} {raw!r}") from None
-    return hint(raw)
 
 
 def from_pb(cls: type, msg: Any) -> Any:
     """Protobuf message -> dataclass message; field validation errors become ProtocolError."""
-    hints = _hints(cls)
+    values = {}
     try:
-        return cls(**{f.name: _value(msg, f.name, hints[f.name]) for f in dataclasses.fields(cls)})
+        for name, kind, sub in _plan(cls):
+            if kind.startswith("optional_"):
+                if not msg.HasField(name):
+                    values[name] = None
+                    continue
+                kind = kind[len("optional_") :]
+            raw = getattr(msg, name)
+            if kind == "scalar":
+                values[name] = sub(raw)
+            elif kind == "enum":
+                try:
+                    values[name] = sub(raw)
+                except ValueError:
+                    raise ProtocolError(f"unknown {sub.__name__} {raw!r}") from None
+            elif kind == "tensor":
+                values[name] = tensor_from_pb(raw)
+            elif kind == "message":
+                values[name] = from_pb(sub, raw)
+            elif kind == "repeated_message":
+                values[name] = tuple(from_pb(sub, r) for r in raw)
+            else:
+                values[name] = tuple(sub(r) for r in raw)
+        return cls(**values)
     except ConfigError as exc:
         raise ProtocolError(f"malformed {cls.__name__}: {exc}") from None
 
@@ -155,7 +197,7 @@ def encode(message) -> bytes:
     if type(message) not in _ENVELOPE_FIELD:
         raise ConfigError(f"{type(message).__name__} is not a wire message")
     envelope = envelope_pb2.Envelope()
-    getattr(envelope, _ENVELOPE_FIELD[type(message)]).CopyFrom(to_pb(message))
+    _fill(getattr(envelope, _ENVELOPE_FIELD[type(message)]), message)
     return envelope.SerializeToString()
 
 

@@ -147,6 +147,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         bytes_up_by_stage={s.value: b for s, b in traffic.up_by_stage.items()},
         bytes_down_by_stage={s.value: b for s, b in traffic.down_by_stage.items()},
         server_seconds=traffic.server_seconds,
+        wall_seconds_by_stage={s.value: round(t, 4) for s, t in traffic.wall_by_stage.items()},
         round_log=rounds,
         events=events + role.log,
         **options.extra,

@@ -150,6 +150,13 @@ class GrpcServerTransport:
 
     # --- steps --------------------------------------------------------------------------
     def execute(self, step: Step) -> StepOutcome:
+        begun_step = time.perf_counter()
+        try:
+            return self._execute(step)
+        finally:
+            self.traffic.wall_by_stage[step.stage] += time.perf_counter() - begun_step
+
+    def _execute(self, step: Step) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
         encoded: dict[int, bytes] = {}
         pending: set[int] = set()

@@ -42,6 +42,7 @@ class Traffic:
     down_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
     client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     server_seconds: float = 0.0
+    wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
 
 
 class LocalRunner:

@@ -4,6 +4,7 @@ the model plus a seeded update in [-1, 1), and the server averages them with a s
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,13 +43,15 @@ class FedAvgVector(Plan):
         spec = SumSpec("update", (TensorSpec("w", (c.length,)),))
         history = []
         for r in range(c.rounds):
+            started = time.perf_counter()
             yield from ctx.start_round(r)
             yield from ctx.broadcast("model", {"w": model})
             total = yield from ctx.secure_sum(spec)
             if total.values is not None:
                 model = (total.values["w"] / len(total.contributors)).astype(np.float32)
-            history.append({"round": r, "clients": len(total.contributors)})
-            ctx.report(r, clients=len(total.contributors))
+            seconds = time.perf_counter() - started  # the round itself: key set-up, broadcast, secure sum
+            history.append({"round": r, "clients": len(total.contributors), "round_seconds": seconds})
+            ctx.report(r, clients=len(total.contributors), round_seconds=seconds)
         return {"plan": self.name, "rounds": history}
 
     def client(self, ctx: ClientContext):
