@@ -6,7 +6,10 @@ update in [-1, 1) through a secure sum, and the server (or, with ckks, the clien
 n logical clients are spread over ``--processes`` client processes; server and clients run
 on this machine over 127.0.0.1 with mutual TLS. One round = key set-up + broadcast + secure
 sum, timed by the server from the start of the round to the end of the sum (process start-up,
-joining and the Welcome are not counted; they are reported as ``total_seconds``).
+joining and the Welcome are not counted; they are reported as ``total_seconds``). As in
+Flower's round, only the server gets the sum (``server_only``; ckks must send it to the
+clients, who alone can decrypt). mask uses SecAgg+'s sparse graph unless ``--graph`` says
+otherwise.
 
 Run:
     .venv/bin/python benchmarks/fedavg_round.py                        # n in {10, 100, 200}, L in {1e5, 1e6}
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--L", type=_ints, default=_ints("1e5,1e6"), help="comma list of vector lengths")
     p.add_argument("--backends", default="plain,mask,ckks", help="comma list among plain,mask,ckks")
     p.add_argument("--processes", type=int, default=4, help="client processes per run")
-    p.add_argument("--graph", choices=("auto", "complete", "sparse"), default="auto", help="mask neighbour graph")
+    p.add_argument("--graph", choices=("auto", "complete", "sparse"), default="sparse",
+                   help="mask neighbour graph (default sparse: SecAgg+'s graph, degree 2*ceil(log2 n), the same work as Flower's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ckks-max-work", type=float, default=2.1e8, help="skip ckks cells with n*L above this")
     args = p.parse_args(argv)

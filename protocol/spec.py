@@ -46,11 +46,14 @@ class SumSpec:
 
     ``clip_range``: this sum's own clipping range, overriding the backend's (a sum of error
     statistics needs a wider range than a sum of model weights); None keeps the backend's.
+    ``server_only``: only the server needs the sum (FedAvg followed by a broadcast), so the
+    clients are told the contributors but not sent the values; impossible with ckks.
     """
 
     name: str
     tensors: tuple[TensorSpec, ...]
     clip_range: float | None = None
+    server_only: bool = False
 
     def __post_init__(self) -> None:
         if self.clip_range is not None and not (isinstance(self.clip_range, int | float) and not isinstance(self.clip_range, bool) and math.isfinite(self.clip_range) and self.clip_range > 0):
@@ -62,11 +65,13 @@ class SumSpec:
             raise ConfigError(f"sum {self.name!r} names a tensor twice: {names}")
         if not self.tensors:
             raise ConfigError(f"sum {self.name!r} has no tensors")
+        if not isinstance(self.server_only, bool):
+            raise ConfigError(f"sum {self.name!r}: server_only must be a bool, got {self.server_only!r}")
 
     @classmethod
-    def of(cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None) -> SumSpec:
+    def of(cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None, server_only: bool = False) -> SumSpec:
         """The spec matching a mapping of name -> array (in the mapping's order)."""
-        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()), clip_range)
+        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()), clip_range, server_only)
 
     @property
     def size(self) -> int:

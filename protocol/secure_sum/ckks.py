@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from secure_fedgraph.crypto.ckks import PublicContext, SecretContext
 from secure_fedgraph.crypto.envelope import open_sealed, seal
 from secure_fedgraph.crypto.labels import Purpose, label
-from secure_fedgraph.errors import DropoutError, ProtocolError
+from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.keyring import open_from, pair_key, seal_for, sign_keys, verify_keys
 from secure_fedgraph.protocol.secure_sum.messages import (
@@ -118,6 +118,8 @@ class CkksServer(ServerRole):
         self._require(len(self._installed), needed, "installed the CKKS keys")
 
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
+        if spec.server_only:
+            raise ConfigError(f"sum {spec.name!r} is server_only, but with ckks only the clients can decrypt a sum")
         params = self.config.ckks.params
         clip_range = self.config.ckks.clip_range if spec.clip_range is None else spec.clip_range
         scale_bits = params.scale_for(n_clients=len(self.clients), clip_range=clip_range)

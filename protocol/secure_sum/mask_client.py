@@ -337,9 +337,12 @@ class MaskClient(ClientRole):
         agg = request.aggregate
         if not ep.verified or request.sum_index != ep.sum_index or frozenset(request.contributors) != ep.survivors:
             raise self._fail(f"delivered sum {request.sum_index} does not match the verified sum {ep.sum_index}")
+        self._done_sum = (ep.round, ep.sum_index)
+        if agg is None and spec.server_only:
+            self._finish(SumResult(spec, None, ep.survivors, request.clipped, encoding.error_bound(len(ep.survivors))))
+            return Ack(self._header(request))
         if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
             raise self._fail("delivered aggregate has the wrong shape or dtype")
-        self._done_sum = (ep.round, ep.sum_index)
         values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         clipped = encoding.decode_count(agg[-1])
         self._finish(SumResult(spec, spec.unflatten(values), ep.survivors, clipped, encoding.error_bound(len(ep.survivors))))

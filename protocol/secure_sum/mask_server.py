@@ -248,7 +248,9 @@ class MaskServer(ServerRole):
         self.live = survivors - missing
         outcome = yield self._step(
             Stage.DELIVER,
-            lambda h: self._per_client(h, sorted(self.live), DeliverRequest, lambda c: (index, survivor_list, acc, (), clipped)),
+            lambda h: self._per_client(
+                h, sorted(self.live), DeliverRequest, lambda c: (index, survivor_list, None if spec.server_only else acc, (), clipped)
+            ),
             lambda c, r: None,
         )
         self.live &= set(outcome.accepted)

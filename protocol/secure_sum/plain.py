@@ -50,7 +50,7 @@ class PlainServer(ServerRole):
             np.add(total, received.pop(client), out=total)  # arrival order differs between transports
         outcome = yield self._step(
             Stage.DELIVER,
-            lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, total, (), 0)),
+            lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, None if spec.server_only else total, (), 0)),
             lambda c, r: None,
         )
         self.live &= set(outcome.accepted)
@@ -75,6 +75,9 @@ class PlainClient(ClientRole):
         if self._pending is None:
             raise ProtocolError(f"client {self.client_id}: an aggregate was delivered for a sum this client has not contributed to")
         index, spec = self._pending
+        if request.sum_index == index and request.aggregate is None and spec.server_only:
+            self._finish(SumResult(spec, None, frozenset(request.contributors), request.clipped, 0.0))
+            return Ack(self._header(request))
         if request.sum_index != index or request.aggregate is None or request.aggregate.shape != (spec.size,):
             raise ProtocolError(f"client {self.client_id}: the delivered aggregate does not match sum {index} ({spec.name})")
         self._finish(SumResult(spec, spec.unflatten(np.asarray(request.aggregate, np.float64)), frozenset(request.contributors), request.clipped, 0.0))

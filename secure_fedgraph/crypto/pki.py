@@ -52,6 +52,9 @@ class KeyDirectory:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
     @property
     def ca(self) -> Path:
         return self.root / "ca.pem"

@@ -11,6 +11,7 @@ import numpy as np
 
 from secure_fedgraph.papers.base import Plan, positive
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 
 
@@ -40,7 +41,9 @@ class FedAvgVector(Plan):
     def server(self, ctx: ServerContext):
         c = self.config
         model = np.zeros(c.length, dtype=np.float32)
-        spec = SumSpec("update", (TensorSpec("w", (c.length,)),))
+        # mask/plain: only the server needs the sum (the next round broadcasts the model), as in
+        # Flower's round; ckks: the clients must decrypt it, so it goes to them
+        spec = SumSpec("update", (TensorSpec("w", (c.length,)),), server_only=ctx.role.backend is not Backend.CKKS)
         history = []
         for r in range(c.rounds):
             started = time.perf_counter()

@@ -83,3 +83,18 @@ def test_a_request_the_plan_does_not_wait_for_is_refused():
 def test_derived_seeds_differ_by_label_and_repeat_by_value():
     assert derive_seed(0, "client", 1) == derive_seed(0, "client", 1)
     assert len({derive_seed(0, "client", c) for c in range(100)} | {derive_seed(1, "client", 0)}) == 101
+
+
+def test_fedavg_with_ckks_releases_error_sums_only_never_weights():
+    """threat_model.md C-RELEASE: the server sees the validation and test error sums (released
+    by the clients) and nothing else in the clear."""
+    from secure_fedgraph.papers import FedAvgGRU
+    from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
+    from secure_fedgraph.protocol import codec
+    from secure_fedgraph.protocol.messages import UploadResponse
+
+    config = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=24, max_local_steps=1)
+    result = simulate(FedAvgGRU(config), SecureSumConfig(backend=Backend.CKKS), record=True)
+    released = {codec.decode(data).name for stage, _, data in result.received if isinstance(codec.decode(data), UploadResponse)}
+    assert released == {"release:validation", "release:test"}
+    assert result.metrics["test_rmse"] > 0

@@ -115,3 +115,23 @@ def test_sparse_graph_sum():
     result = session.secure_sum("s", inputs)
     assert max_error(result.values, plain_sum(inputs, range(30))) <= result.error_bound + 1e-12
     assert all(len(session.server._graph.of(c)) == 4 for c in range(30))
+
+
+def test_server_only_sums_reach_the_server_not_the_clients(backend):
+    from secure_fedgraph.errors import ConfigError
+    from secure_fedgraph.protocol.secure_sum import SumSpec
+
+    session = local_session(config_for(backend), range(4))
+    session.start_round()
+    inputs = make_inputs(range(4))
+    for c, tensors in inputs.items():
+        session.clients[c].contribute("s", tensors)
+    spec = SumSpec.of("s", inputs[0], server_only=True)
+    if backend is Backend.CKKS:
+        with pytest.raises(ConfigError, match="only the clients can decrypt"):
+            session.runner.run(session.server.aggregate(spec))
+        return
+    result = session.runner.run(session.server.aggregate(spec))
+    assert max_error(result.values, plain_sum(inputs, range(4))) <= result.error_bound + 1e-12
+    assert all(client.last_result.values is None and client.last_result.contributors == frozenset(range(4)) for client in session.clients.values())
+    assert session.runner.traffic.down_by_stage[Stage.DELIVER] < 4 * 400  # contributors only, no values
