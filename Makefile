@@ -2,6 +2,7 @@
 #   make demo    create .venv, install secure-fedgraph, run the demo
 #   make test    create .venv, install secure-fedgraph with its test tools, run the tests
 #   make protos  regenerate secure_fedgraph/wire/ from proto/ (tests/test_protos.py checks it)
+#   make bench   the benchmarks: secure sums in one process, then FedAvg rounds over gRPC
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -27,6 +28,7 @@ protos: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/secure_sum.py
+	$(BIN)/python benchmarks/fedavg_round.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -44,8 +44,9 @@ class ClientOptions:
     transcript_dir: Path | None = None
     audit: bool = False
     server_name: str = "localhost"
-    session_timeout_s: float = 3600.0
+    session_timeout_s: float = 24 * 3600.0
     max_message_bytes: int = 256 * 2**20
+    parallel: int = 2  # hosted clients that may handle a request at the same time (bounds memory)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class _Shared:
     """What the logical clients of one process share: the CA and their outcomes."""
 
     ca: bytes
+    working: threading.BoundedSemaphore
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
@@ -95,7 +97,9 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
     keys = KeyDirectory(options.keys)
     keys.require(keys.ca, *(p for c in options.ids for p in (keys.client_cert(c), keys.client_key(c), keys.identity_key(c))))
     torch.set_num_threads(1)  # many logical clients per process; and the same numbers in every process
-    shared = _Shared(keys.ca.read_bytes())
+    if options.parallel < 1:
+        raise ConfigError(f"--parallel must be at least 1, got {options.parallel}")
+    shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(options.parallel))
     threads = [threading.Thread(target=_run_one, args=(c, options, keys, shared, say), name=f"client-{c}") for c in options.ids]
     for t in threads:
         t.start()
@@ -121,16 +125,19 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
             try:
                 for data in stream:
                     if transcript is not None:
-                        transcript.record(RECEIVED, -1, data, at=time.time())
-                    request = codec.decode(data)
-                    if isinstance(request, Welcome):
-                        host = _welcome(client, request, options, keys, shared, transcript)
-                        response = Ack(Header(request.header.session, request.header.round, request.header.step, request.header.stage, client))
-                    elif host is None:
-                        raise ProtocolError(f"client {client}: a request arrived before the Welcome")
-                    else:
-                        response = host.handle(request)
-                    reply = codec.encode(response)
+                        transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are decoded and dropped
+                    with shared.working:  # many hosted clients, a few at work: memory stays bounded
+                        request = codec.decode(data)
+                        del data
+                        if isinstance(request, Welcome):
+                            host = _welcome(client, request, options, keys, shared, transcript)
+                            response = Ack(Header(request.header.session, request.header.round, request.header.step, request.header.stage, client))
+                        elif host is None:
+                            raise ProtocolError(f"client {client}: a request arrived before the Welcome")
+                        else:
+                            response = host.handle(request)
+                        reply = codec.encode(response)
+                        del request, response
                     if transcript is not None:
                         transcript.record(SENT, -1, reply, at=time.time())
                     stream.send(reply)

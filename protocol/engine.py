@@ -97,10 +97,10 @@ class ServerContext:
         self.live -= set(outcome.silent) | set(outcome.rejected)
 
     def _follow_role(self, what: str) -> None:
-        """Clients the secure-sum backend lost are out of the run too; say why."""
-        reasons = self.role.left if hasattr(self.role, "left") else {}
+        """Clients the secure-sum backend lost are out of the run too (the transport's log says
+        how each one left)."""
         for client in sorted(self.live - set(self.role.live)):
-            self.dropped.setdefault(client, f"{reasons.get(client, 'left')} during {what} in round {self.round}")
+            self.dropped.setdefault(client, f"left during {what} in round {self.round}")
         self.live &= set(self.role.live)
 
     def start_round(self, round_index: int) -> StepGen[None]:

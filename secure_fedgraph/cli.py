@@ -92,6 +92,8 @@ def _client(args: argparse.Namespace) -> int:
         transcript_dir=Path(args.transcript) if args.transcript else None,
         audit=args.audit,
         server_name=args.server_name,
+        session_timeout_s=args.session_timeout,
+        parallel=args.parallel,
     )
     outcomes = run_clients(options)
     finished = sum(o.finished for o in outcomes.values())
@@ -176,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
+    client.add_argument("--session-timeout", type=float, default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
+    client.add_argument("--parallel", type=int, default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     client.set_defaults(handler=_client)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")

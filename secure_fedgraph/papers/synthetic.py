@@ -17,17 +17,22 @@ from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 
 @dataclass(frozen=True)
 class FedAvgVectorConfig:
-    """Attributes: clients, length (L), rounds, seed."""
+    """Attributes: clients, length (L), rounds, seed, and fresh_keys_every: start a new
+    secure-sum key set-up every this many rounds (1: every round, like SecAgg+; larger values
+    keep one key epoch, i.e. fresh per-sum masks under the same pairwise keys, for several
+    FedAvg rounds)."""
 
     clients: int = 10
     length: int = 100_000
     rounds: int = 1
     seed: int = 0
+    fresh_keys_every: int = 1
 
     def __post_init__(self) -> None:
         positive("clients", self.clients, 2)
         positive("length", self.length)
         positive("rounds", self.rounds)
+        positive("fresh_keys_every", self.fresh_keys_every)
 
 
 class FedAvgVector(Plan):
@@ -47,7 +52,8 @@ class FedAvgVector(Plan):
         history = []
         for r in range(c.rounds):
             started = time.perf_counter()
-            yield from ctx.start_round(r)
+            if r % c.fresh_keys_every == 0:
+                yield from ctx.start_round(r)
             yield from ctx.broadcast("model", {"w": model})
             total = yield from ctx.secure_sum(spec)
             if total.values is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 
 import pytest
 
@@ -57,8 +58,9 @@ def test_a_client_refuses_a_welcome_with_a_swapped_certificate(two_runs):
     certs = [keys.client_cert(c).read_bytes() for c in range(3)]
     welcome = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), config, (0, 1, 2), tuple(certs))
     options = ClientOptions(server="x", ids=[0], keys=keys.root)
-    host = _welcome(0, welcome, options, keys, _Shared(keys.ca.read_bytes()), None)
+    shared = lambda: _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))  # noqa: E731
+    host = _welcome(0, welcome, options, keys, shared(), None)
     assert host.client_id == 0
     swapped = dataclasses.replace(welcome, certificates=(certs[0], other.client_cert(1).read_bytes(), certs[2]))
     with pytest.raises(ConfigError, match="not signed by the run's CA"):
-        _welcome(0, swapped, options, keys, _Shared(keys.ca.read_bytes()), None)
+        _welcome(0, swapped, options, keys, shared(), None)
