@@ -25,7 +25,7 @@ from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.steps import Step, StepOutcome
 from secure_fedgraph.protocol.transcript import RECEIVED, SENT, TranscriptWriter
-from secure_fedgraph.protocol.transports.inprocess import Traffic
+from secure_fedgraph.protocol.transports.common import Traffic
 
 SERVICE = "secure_fedgraph.wire.FederatedSession"
 METHOD = f"/{SERVICE}/Session"
@@ -169,8 +169,7 @@ class GrpcServerTransport:
             data = encoded.get(id(request))
             if data is None:
                 data = encoded[id(request)] = codec.encode(request)
-            self.traffic.down[client] += len(data)
-            self.traffic.down_by_stage[step.stage] += len(data)
+            self.traffic.sent(step, client, data)
             if self.transcript is not None:
                 self.transcript.record(SENT, client, data, at=time.time())
             connection.outbound.put(data)
@@ -193,19 +192,14 @@ class GrpcServerTransport:
                 self.log(f"ignored a message from client {client} that answers no pending request ({len(item)} bytes)")
                 continue
             pending.discard(client)
-            self.traffic.up[client] += len(item)
-            self.traffic.up_by_stage[step.stage] += len(item)
             if self.transcript is not None:
                 self.transcript.record(RECEIVED, client, item, at=time.time())
-            begun = time.perf_counter()
-            try:
-                step.accept(client, codec.decode(item))
+            reason = self.traffic.answer(step, client, item)
+            if reason is None:
                 accepted.add(client)
-            except ProtocolError as exc:
-                rejected[client] = str(exc)
-                self.log(f"rejected client {client} at {step.stage.value}: {exc}")
-            finally:
-                self.traffic.server_seconds += time.perf_counter() - begun
+            else:
+                rejected[client] = reason
+                self.log(f"rejected client {client} at {step.stage.value}: {reason}")
         for client in pending:  # past the deadline
             silent.add(client)
             self.connections[client].close(f"no answer to {step.stage.value} within {self.step_timeout_s:g} s")

@@ -11,15 +11,15 @@ an active network attacker or a malicious server would.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome, drive
+from secure_fedgraph.protocol.transports.common import Traffic
+
+__all__ = ["Intercept", "LocalRunner", "Traffic"]
 
 T = TypeVar("T")
 # intercept(direction "down"/"up", stage, client, wire bytes) -> bytes to deliver, or None to drop
@@ -30,19 +30,6 @@ class Endpoint(Protocol):
     """A client-side party: a secure-sum role or a client host."""
 
     def handle(self, request: Any) -> Any: ...
-
-
-@dataclass
-class Traffic:
-    """Wire bytes and CPU seconds per party, per stage."""
-
-    up: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    down: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    up_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
-    down_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
-    client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    server_seconds: float = 0.0
-    wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
 
 
 class LocalRunner:
@@ -100,8 +87,7 @@ class LocalRunner:
                 if down is None:
                     silent.add(client)
                     continue
-            self.traffic.down[client] += len(down)
-            self.traffic.down_by_stage[step.stage] += len(down)
+            self.traffic.sent(step, client, down)
             started = time.perf_counter()
             up = codec.encode(self.clients[client].handle(codec.decode(down)))
             self.traffic.client_seconds[client] += time.perf_counter() - started
@@ -110,16 +96,11 @@ class LocalRunner:
                 if up is None:
                     silent.add(client)
                     continue
-            self.traffic.up[client] += len(up)
-            self.traffic.up_by_stage[step.stage] += len(up)
             if self.received is not None:
                 self.received.append((step.stage, client, up))
-            started = time.perf_counter()
-            try:
-                step.accept(client, codec.decode(up))
+            reason = self.traffic.answer(step, client, up)
+            if reason is None:
                 accepted.add(client)
-            except ProtocolError as exc:
-                rejected[client] = str(exc)
-            finally:
-                self.traffic.server_seconds += time.perf_counter() - started
+            else:
+                rejected[client] = reason
         return StepOutcome(frozenset(accepted), rejected, frozenset(silent))

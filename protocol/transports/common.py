@@ -1,0 +1,43 @@
+"""What every transport does the same way: counting traffic and handing answers to a step."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.steps import Step
+
+
+@dataclass
+class Traffic:
+    """Wire bytes and CPU seconds per party, per stage."""
+
+    up: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    down: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    up_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
+    down_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
+    client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    server_seconds: float = 0.0
+    wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
+
+    def sent(self, step: Step, client: int, data: bytes) -> None:
+        self.down[client] += len(data)
+        self.down_by_stage[step.stage] += len(data)
+
+    def answer(self, step: Step, client: int, data: bytes) -> str | None:
+        """Count an answer, decode it and pass it to the step's ``accept``; return the reason
+        it was rejected (a malformed, out-of-step or invalid message), or None if accepted."""
+        self.up[client] += len(data)
+        self.up_by_stage[step.stage] += len(data)
+        started = time.perf_counter()
+        try:
+            step.accept(client, codec.decode(data))
+            return None
+        except ProtocolError as exc:
+            return str(exc)
+        finally:
+            self.server_seconds += time.perf_counter() - started
