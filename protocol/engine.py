@@ -11,8 +11,11 @@ underneath, in the client's secure-sum role.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Generator, Iterable, Mapping
+import time
+from collections import defaultdict
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +64,7 @@ class RoundReport:
 
     round: int
     metrics: dict[str, float] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # cumulative wall seconds per phase so far
 
 
 class ServerContext:
@@ -68,6 +72,11 @@ class ServerContext:
 
     A client that is silent or rejected at any step is out of the run from then on (it is
     not asked again, so one dead process costs one deadline, not one per step).
+
+    ``elements`` counts the tensor elements each phase moved (``up``: clients to server,
+    ``down``: server to clients, every recipient counted), the unit of the papers' cost
+    formulas; the transports count wire bytes per phase. ``data`` is what the plan's
+    ``load_server_data`` read (e.g. CNFGNN's graph).
     """
 
     def __init__(
@@ -77,8 +86,12 @@ class ServerContext:
         secure_sum: ServerRole,
         clients: Iterable[int],
         report: Callable[[RoundReport], None] | None = None,
+        data: Any = None,
     ) -> None:
         self.seq = sequencer
+        self.data = data
+        self.elements: dict[str, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
+        self.seconds: dict[str, float] = defaultdict(float)  # wall time inside each phase (steps and server work)
         self.role = secure_sum
         self.clients = sorted(clients)
         self.live = set(self.clients)
@@ -88,6 +101,20 @@ class ServerContext:
     @property
     def round(self) -> int:
         return self.seq.round
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Steps inside belong to phase ``name`` (traffic and element counts by phase)."""
+        previous, self.seq.phase = self.seq.phase, name
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seq.phase = previous
+            self.seconds[name] += time.perf_counter() - started
+
+    def _count(self, direction: str, elements: int) -> None:
+        self.elements[self.seq.phase][direction] += int(elements)
 
     def _track(self, outcome: StepOutcome, stage: Stage) -> None:
         for client in outcome.silent:
@@ -111,11 +138,13 @@ class ServerContext:
     def broadcast(self, name: str, tensors: Mapping[str, Any]) -> StepGen[frozenset[int]]:
         outcome = yield from collectives.broadcast(self.seq, sorted(self.live), name, tensors)
         self._track(outcome, Stage.BROADCAST)
+        self._count("down", len(outcome.accepted) * sum(as_array(v).size for v in tensors.values()))
         return outcome.accepted
 
     def scatter(self, name: str, per_client: Mapping[int, Mapping[str, Any]]) -> StepGen[frozenset[int]]:
         outcome = yield from collectives.scatter(self.seq, {c: t for c, t in per_client.items() if c in self.live}, name)
         self._track(outcome, Stage.SCATTER)
+        self._count("down", sum(as_array(v).size for c in outcome.accepted for v in per_client[c].values()))
         return outcome.accepted
 
     def upload(self, name: str, spec: SumSpec) -> StepGen[dict[int, dict[str, np.ndarray]]]:
@@ -124,11 +153,15 @@ class ServerContext:
         self.live &= set(received)
         for client in before - set(received):
             self.dropped.setdefault(client, f"no valid upload {name!r} in round {self.round}")
+        self._count("up", len(received) * spec.size)
         return received
 
     def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
         result = yield from collectives.secure_sum(self.role, spec)
         self._follow_role(f"secure sum {spec.name!r}")
+        self._count("up", len(result.contributors) * spec.size)
+        if not spec.server_only:
+            self._count("down", len(result.contributors) * spec.size)
         return result
 
     def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:
@@ -157,7 +190,7 @@ class ServerContext:
 
     def report(self, round_index: int, **metrics: float) -> None:
         if self._report is not None:
-            self._report(RoundReport(round_index, dict(metrics)))
+            self._report(RoundReport(round_index, dict(metrics), dict(self.seconds)))
 
 
 @dataclass

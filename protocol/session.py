@@ -28,6 +28,7 @@ class Sequencer:
         self.round = -1
         self._last = 0
         self.current = -1
+        self.phase = ""  # set by the plan (ServerContext.phase); stamped on every step
 
     def step(self, stage: Stage, build: Callable[[Header], Mapping[int, Any]], accept: Callable[[int, Any], None], expected: type) -> Step:
         """A step with a fresh step number; ``accept`` runs only for well-formed, current answers."""
@@ -51,4 +52,4 @@ class Sequencer:
                 raise ProtocolError(f"{stage.value}: client {client} sent a message claiming to be from {h.sender}")
             accept(client, response)
 
-        return Step(stage, build(header), checked)
+        return Step(stage, build(header), checked, self.phase)

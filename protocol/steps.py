@@ -24,6 +24,7 @@ class Step:
     stage: Any  # protocol.stages.Stage
     requests: Mapping[int, Any]
     accept: Callable[[int, Any], None]
+    phase: str = ""  # the plan's phase (e.g. "fedavg", "split learning"), for traffic by phase
 
 
 @dataclass(frozen=True)

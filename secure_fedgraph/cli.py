@@ -37,6 +37,12 @@ def _plan(args: argparse.Namespace):
         values[key] = None if raw.lower() == "none" else json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
     if args.clients is not None:
         values[cls.clients_field] = args.clients
+    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
+        value = getattr(args, option, None)
+        if value is not None:
+            if key not in fields:
+                raise ConfigError(f"--{option.replace('_', '-')}: plan {cls.name} has no option {key!r}")
+            values[key] = value
     return cls(cls.Config(**values))
 
 
@@ -73,6 +79,7 @@ def _server(args: argparse.Namespace) -> int:
         step_timeout_s=args.step_timeout,
         max_message_bytes=int(args.max_message_mb * 2**20),
         port_file=Path(args.port_file) if args.port_file else None,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
     )
     metrics = run_server(options)
     print(f"server: done in {metrics['seconds']:.1f} s; metrics in {Path(args.out) / 'metrics.json'}")
@@ -99,6 +106,27 @@ def _client(args: argparse.Namespace) -> int:
     finished = sum(o.finished for o in outcomes.values())
     print(f"clients {args.ids}: {finished} of {len(outcomes)} finished the run")
     return 0 if finished == len(outcomes) else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from secure_fedgraph.progress import human_bytes
+    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+    from secure_fedgraph.simulate import simulate
+
+    plan, secure = _plan(args), _secure_config(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"run: {plan.name} in one process, {len(plan.client_ids())} clients, {secure.backend.value} backend")
+    result = simulate(plan, secure, data_dir=args.data_dir, say=print)
+    metrics = {**result.metrics, "backend": secure.backend.value, "secure_sum": config_to_dict(secure),
+               "config": json.loads(plan.config_json()), "seconds": result.seconds, "transport": "in-process"}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
+    summary = [f"test RMSE {metrics['test_rmse']:.3f}, MAE {metrics['test_mae']:.3f}"] if "test_rmse" in metrics else []
+    if "privacy" in metrics:
+        summary.append(f"epsilon {metrics['privacy']['epsilon_max']:.3g} at delta {metrics['privacy']['delta']:g} per client")
+    summary.append(f"{human_bytes(metrics['bytes_up_total'])} up, {human_bytes(metrics['bytes_down_total'])} down")
+    print(f"run: done in {result.seconds:.1f} s: {'; '.join(summary)}; metrics in {out / 'metrics.json'}")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -144,6 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", default=None, metavar="DIR", help="keep keys, transcripts and metrics in DIR (default: a temporary folder)")
     demo.set_defaults(handler=_demo)
 
+    run = commands.add_parser("run", help="run a paper's plan with every party in this process",
+                              description="Run a plan end to end in one process (the in-process transport: the same plan, messages "
+                              "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
+    run.add_argument("plan", help="plan name: cnfgnn, fedavg-gru or fedavg-vector")
+    run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
+    run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
+    run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
+    run.add_argument("--dp-sigma", type=float, default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
+    run.add_argument("--dp-clip", type=float, default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
+    run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    _add_secure_options(run)
+    run.set_defaults(handler=_run)
+
     keys = commands.add_parser("keys", help="make the run's certificates and identity keys")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="SUBCOMMAND")
     init = keys_commands.add_parser("init", help="a CA, a server certificate, and per client a certificate and Ed25519 identity key")
@@ -165,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")
     server.add_argument("--max-message-mb", type=float, default=256.0, help="largest message accepted, MiB (default 256)")
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
+    server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
+                        "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(server)
     server.set_defaults(handler=_server)
 

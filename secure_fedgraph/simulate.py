@@ -11,7 +11,8 @@ from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost, RoundReport, ServerContext
+from secure_fedgraph.progress import RoundLog, traffic_summary
+from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.roles import new_session_id
@@ -39,9 +40,10 @@ def simulate(
     drop: Mapping[Stage, Collection[int]] | None = None,
     intercept: Intercept | None = None,
     record: bool = False,
-    report: Callable[[RoundReport], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> SimulationResult:
-    """Run ``plan`` end to end in one process over the in-process transport."""
+    """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
+    print one progress line per round (and keep the rows in the metrics' ``round_log``)."""
     started = time.perf_counter()
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
@@ -49,7 +51,6 @@ def simulate(
     session = new_session_id()
     seq = Sequencer(session)
     role = make_server(secure, session=session, directory=directory, clients=ids, sequencer=seq)
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=ids, report=report)
     hosts = {
         c: ClientHost(
             role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory),
@@ -59,6 +60,8 @@ def simulate(
         for c in ids
     }
     runner = LocalRunner(role, hosts, drop=drop, intercept=intercept, record=record)
+    rounds = RoundLog(runner.traffic, say) if say is not None else None
+    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=ids, report=rounds, data=plan.load_server_data(data_dir))
 
     def whole():
         metrics = yield from plan.server(ctx)
@@ -66,4 +69,7 @@ def simulate(
         return metrics
 
     metrics = runner.run(whole())
+    metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())})
+    if rounds is not None:
+        metrics["round_log"] = rounds.rows
     return SimulationResult(metrics, runner.traffic, dict(ctx.dropped), list(role.log), time.perf_counter() - started, hosts, runner.received)

@@ -23,7 +23,8 @@ from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import RoundReport, ServerContext
+from secure_fedgraph.progress import RoundLog, traffic_summary
+from secure_fedgraph.protocol.engine import ServerContext
 from secure_fedgraph.protocol.messages import Ack, Welcome
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict, majority
 from secure_fedgraph.protocol.secure_sum.factory import make_server
@@ -49,15 +50,8 @@ class ServerOptions:
     step_timeout_s: float = 120.0
     max_message_bytes: int = 256 * 2**20
     port_file: Path | None = None
+    data_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _human(nbytes: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if nbytes < 1000 or unit == "GB":
-            return f"{nbytes:.1f} {unit}"
-        nbytes /= 1000
-    raise AssertionError
 
 
 def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) -> dict[str, Any]:
@@ -111,19 +105,8 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
     session = new_session_id()
     seq = Sequencer(session)
     role = make_server(options.secure, session=session, directory={c: directory[c] for c in joined}, clients=joined, sequencer=seq)
-    last = {"t": time.monotonic(), "up": 0, "down": 0}
-    rounds: list[dict[str, Any]] = []
-
-    def report(r: RoundReport) -> None:
-        up, down = sum(transport.traffic.up.values()), sum(transport.traffic.down.values())
-        now = time.monotonic()
-        row = {"round": r.round, **r.metrics, "bytes_up": up - last["up"], "bytes_down": down - last["down"], "seconds": now - last["t"]}
-        rounds.append(row)
-        last.update(t=now, up=up, down=down)
-        shown = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.metrics.items())
-        say(f"round {r.round + 1}: {shown}; up {_human(row['bytes_up'])}, down {_human(row['bytes_down'])}, {row['seconds']:.1f} s")
-
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=report)
+    rounds = RoundLog(transport.traffic, say)
+    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=rounds, data=options.plan.load_server_data(options.data_dir))
     config_json = json.dumps({"plan": json.loads(options.plan.config_json()), "secure_sum": config_to_dict(options.secure), "version": __version__})
     participants = tuple(joined)
     certs = tuple(certificates[c] for c in joined)
@@ -142,13 +125,8 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         clients_joined=len(joined),
         clients_finished=len(ctx.live),
         dropped={str(c): reason for c, reason in sorted(ctx.dropped.items())},
-        bytes_up_total=sum(traffic.up.values()),
-        bytes_down_total=sum(traffic.down.values()),
-        bytes_up_by_stage={s.value: b for s, b in traffic.up_by_stage.items()},
-        bytes_down_by_stage={s.value: b for s, b in traffic.down_by_stage.items()},
-        server_seconds=traffic.server_seconds,
-        wall_seconds_by_stage={s.value: round(t, 4) for s, t in traffic.wall_by_stage.items()},
-        round_log=rounds,
+        **traffic_summary(traffic, ctx),
+        round_log=rounds.rows,
         events=events + role.log,
         **options.extra,
     )

@@ -20,6 +20,8 @@ class Traffic:
     down: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     up_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
     down_by_stage: dict[Stage, int] = field(default_factory=lambda: defaultdict(int))
+    up_by_phase: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    down_by_phase: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     server_seconds: float = 0.0
     wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
@@ -27,12 +29,14 @@ class Traffic:
     def sent(self, step: Step, client: int, data: bytes) -> None:
         self.down[client] += len(data)
         self.down_by_stage[step.stage] += len(data)
+        self.down_by_phase[step.phase] += len(data)
 
     def answer(self, step: Step, client: int, data: bytes) -> str | None:
         """Count an answer, decode it and pass it to the step's ``accept``; return the reason
         it was rejected (a malformed, out-of-step or invalid message), or None if accepted."""
         self.up[client] += len(data)
         self.up_by_stage[step.stage] += len(data)
+        self.up_by_phase[step.phase] += len(data)
         started = time.perf_counter()
         try:
             step.accept(client, codec.decode(data))

@@ -119,15 +119,19 @@ class GrpcServerTransport:
             yield item
 
     def _read(self, connection: Connection, request_iterator: Iterator[bytes]) -> None:
+        cancelled = (f"the stream was cancelled: the client went away, or sent a message over the "
+                     f"{self.max_message_bytes} byte limit (--max-message-mb)")
         try:
             for data in request_iterator:
                 self.inbound.put((connection.client, data))
-            reason = "the client closed its stream"
+            # gRPC ends the iterator instead of raising when it refused an oversized message before
+            # this reader asked for it (the client heard RESOURCE_EXHAUSTED and closed): the two
+            # cannot be told apart here, so the reason names both
+            reason = (f"the client closed its stream (it left, or gRPC refused a message over the {self.max_message_bytes} "
+                      f"byte limit, --max-message-mb)")
         except grpc.RpcError:
-            # gRPC cancels a stream whose message exceeds the limit without telling the handler
-            # which limit; the client gets RESOURCE_EXHAUSTED with the sizes.
-            reason = (f"the stream was cancelled: the client went away, or sent a message over the "
-                      f"{self.max_message_bytes} byte limit (--max-message-mb)")
+            # gRPC does not tell the handler which limit; the client gets RESOURCE_EXHAUSTED with the sizes.
+            reason = cancelled
         except Exception as exc:  # the stream must never take the server down
             reason = f"stream failed ({exc})"
         self.inbound.put((connection.client, reason))

@@ -47,6 +47,10 @@ class Plan(ABC):
         """What the client reads locally before the run (its own data only)."""
         return None
 
+    def load_server_data(self, data_dir: str | os.PathLike | None) -> Any:
+        """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
+        return None
+
     def config_json(self) -> str:
         return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)
 

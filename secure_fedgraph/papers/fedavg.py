@@ -23,29 +23,25 @@ preprocessing (the same numbers, within the encoding error); metrics are unmaske
 
 from __future__ import annotations
 
-import functools
-import math
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from secure_fedgraph.data import MetrLA, dcrnn_windows
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers.base import Plan, positive
+from secure_fedgraph.papers.traffic import (
+    METR_LA_SENSORS,
+    check_sensors,
+    client_normalisation,
+    errors_spec,
+    sensor_windows,
+    server_normalisation,
+)
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.spec import SumSpec
 from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of
-
-METR_LA_SENSORS = 207
-MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
-
-
-def _errors_spec(name: str) -> SumSpec:
-    return SumSpec(name, (TensorSpec("sse", (1,)), TensorSpec("sae", (1,)), TensorSpec("count", (1,))), clip_range=1e8)
-
 
 @dataclass(frozen=True)
 class FedAvgGRUConfig:
@@ -78,18 +74,12 @@ class FedAvgGRUConfig:
         positive("hidden_size", self.hidden_size)
         positive("local_epochs", self.local_epochs)
         positive("batch_size", self.batch_size)
-        for name in ("sensors", "max_local_steps", "max_windows"):
+        check_sensors(self.sensors)
+        for name in ("max_local_steps", "max_windows"):
             if getattr(self, name) is not None:
-                positive(name, getattr(self, name), 2 if name == "sensors" else 1)
-        if self.sensors is not None and self.sensors > METR_LA_SENSORS:
-            raise ConfigError(f"sensors must be at most {METR_LA_SENSORS}, got {self.sensors}")
+                positive(name, getattr(self, name))
         if not (isinstance(self.lr, float | int) and self.lr > 0):
             raise ConfigError(f"lr must be > 0, got {self.lr!r}")
-
-
-@functools.lru_cache(maxsize=4)
-def _dataset(data_dir: str | None) -> MetrLA:
-    return MetrLA.load(data_dir)
 
 
 class FedAvgGRU(Plan):
@@ -102,8 +92,7 @@ class FedAvgGRU(Plan):
 
     def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None):
         """This sensor's raw windows (mph), DCRNN's split."""
-        speed = _dataset(None if data_dir is None else str(data_dir)).speed
-        return dcrnn_windows(speed[:, [client_id]], max_windows=self.config.max_windows)
+        return sensor_windows(client_id, data_dir, self.config.max_windows)
 
     def _model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
@@ -116,30 +105,24 @@ class FedAvgGRU(Plan):
         weights = weights_of(model)
         weights_spec = SumSpec.of("weights", weights)
         yield from ctx.start_round(0)
-        yield from ctx.secure_sum(MOMENTS)  # 0. normalisation statistics
+        yield from server_normalisation(ctx)  # 0. normalisation statistics
         yield from ctx.broadcast("model", weights)  # 1.
         history = []
         for r in range(c.rounds):
             if r:
                 yield from ctx.start_round(r)
             total = yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
-            errors = yield from ctx.release((yield from ctx.secure_sum(_errors_spec("validation"))))  # 4.
+            errors = yield from ctx.release((yield from ctx.secure_sum(errors_spec("validation"))))  # 4.
             rmse, mae = rmse_mae(errors)
             history.append({"round": r, "clients": len(total.contributors), "val_rmse": rmse, "val_mae": mae})
             ctx.report(r, clients=len(total.contributors), val_rmse=rmse, val_mae=mae)
-        test = yield from ctx.release((yield from ctx.secure_sum(_errors_spec("test"))))  # 5.
+        test = yield from ctx.release((yield from ctx.secure_sum(errors_spec("test"))))  # 5.
         test_rmse, test_mae = rmse_mae(test)
         return {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
 
     def client(self, ctx: ClientContext):
         c = self.config
-        raw = ctx.data
-        mean, mean_square = raw.training_moments()
-        moments = yield ctx.secure_sum("normalisation", {"mean": [mean], "mean_square": [mean_square]})  # 0.
-        n = len(moments.contributors)
-        mean = float(moments.values["mean"][0]) / n
-        std = math.sqrt(float(moments.values["mean_square"][0]) / n - mean**2)
-        data = raw.normalised(mean, std)
+        data, mean, std = yield from client_normalisation(ctx, ctx.data)  # 0.
         model = GRUSeq2Seq(hidden_size=c.hidden_size)
         load_weights(model, (yield ctx.receive("model")))  # 1.
         for r in range(c.rounds):

@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
+
+from secure_fedgraph.models import GRUSeq2Seq
 
 
 @contextlib.contextmanager
@@ -34,23 +37,45 @@ def load_weights(model: nn.Module, weights: Mapping[str, np.ndarray]) -> None:
     model.load_state_dict({k: torch.tensor(np.asarray(v, dtype=np.float32)) for k, v in weights.items()})
 
 
+def curriculum(step: int, decay_steps: int) -> float:
+    """Scheduled sampling's probability of feeding the true value at training step ``step``:
+    c / (c + exp(step / c)) with c = ``decay_steps`` (CNFGNN's ``cl_decay_steps``; 0 disables)."""
+    if decay_steps <= 0:
+        return 0.0
+    return decay_steps / (decay_steps + math.exp(min(step / decay_steps, 700.0)))
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """What a client's local training reports: the mean loss and the batches it took."""
+
+    loss: float
+    steps: int
+
+
 def train_local(
-    model: nn.Module,
+    model: GRUSeq2Seq,
     x: np.ndarray,
     y: np.ndarray,
     y_tod: np.ndarray,
     *,
     rng: np.random.Generator,
+    graph: np.ndarray | None = None,
     epochs: int = 1,
     max_steps: int | None = None,
     batch_size: int = 128,
     lr: float = 1e-3,
-) -> float:
+    decay_steps: int = 0,
+    start_step: int = 0,
+) -> LocalTraining:
     """Train with a fresh Adam (as CNFGNN's clients do each round); MSE on the normalised scale.
 
-    Returns the mean training loss of the steps taken.
+    ``graph``: the fixed h_G of each window (CNFGNN), or None. ``decay_steps``/``start_step``:
+    scheduled sampling (:func:`curriculum`), counted from ``start_step``.
     """
     xt, yt, tt = (torch.as_tensor(np.ascontiguousarray(a)) for a in (x, y, y_tod))
+    gt = None if graph is None else torch.tensor(np.asarray(graph, dtype=np.float32))
+    coin = torch.Generator().manual_seed(int(rng.integers(2**63))) if decay_steps > 0 else None
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     losses, steps = [], 0
     with single_thread():
@@ -62,15 +87,19 @@ def train_local(
                     break
                 idx = torch.as_tensor(order[start : start + batch_size])
                 optimiser.zero_grad()
-                loss = nn.functional.mse_loss(model(xt[idx], tt[idx]), yt[idx])
+                prediction = model(xt[idx], tt[idx], graph=None if gt is None else gt[idx], targets=yt[idx],
+                                   teacher_forcing=curriculum(start_step + steps, decay_steps), generator=coin)
+                loss = nn.functional.mse_loss(prediction, yt[idx])
                 loss.backward()
                 optimiser.step()
                 losses.append(loss.item())
                 steps += 1
-    return float(np.mean(losses)) if losses else math.nan
+    return LocalTraining(float(np.mean(losses)) if losses else math.nan, steps)
 
 
-def error_sums(model: nn.Module, x: np.ndarray, y: np.ndarray, y_tod: np.ndarray, *, mean: float, std: float) -> dict[str, np.ndarray]:
+def error_sums(
+    model: GRUSeq2Seq, x: np.ndarray, y: np.ndarray, y_tod: np.ndarray, *, mean: float, std: float, graph: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Squared and absolute errors in the data's units (mph), summed, and their count: the
     pieces a secure sum of all clients turns into RMSE and MAE without revealing any client's.
 
@@ -78,7 +107,8 @@ def error_sums(model: nn.Module, x: np.ndarray, y: np.ndarray, y_tod: np.ndarray
     """
     with single_thread(), torch.no_grad():
         model.eval()
-        prediction = model(torch.as_tensor(x), torch.as_tensor(y_tod)).numpy().astype(np.float64)
+        g = None if graph is None else torch.tensor(np.asarray(graph, dtype=np.float32))
+        prediction = model(torch.as_tensor(x), torch.as_tensor(y_tod), graph=g).numpy().astype(np.float64)
     error = (prediction - y.astype(np.float64)) * std
     return {"sse": np.array([np.sum(error**2)]), "sae": np.array([np.sum(np.abs(error))]), "count": np.array([float(error.size)])}
 

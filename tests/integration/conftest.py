@@ -42,10 +42,11 @@ class Run:
 def start_server(tmp_path):
     started: list[subprocess.Popen] = []
 
-    def start(*, clients: int, plan_options: tuple[str, ...], backend: str = "mask", extra: tuple[str, ...] = (), keys_for: int | None = None) -> Run:
+    def start(*, clients: int, plan_options: tuple[str, ...], backend: str = "mask", extra: tuple[str, ...] = (), keys_for: int | None = None,
+              plan: str = "fedavg-gru") -> Run:
         keys = init_keys(tmp_path / "keys", clients=keys_for or clients).root
         port_file, out = tmp_path / "port", tmp_path / "run"
-        args = ["server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-gru", "--clients", str(clients),
+        args = ["server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", plan, "--clients", str(clients),
                 "--backend", backend, "--certs", str(keys), "--out", str(out), "--join-timeout", "60", "--step-timeout", "60"]
         for option in plan_options:
             args += ["--set", option]

@@ -1,0 +1,61 @@
+"""What the METR-LA forecasting plans share: one client per sensor, its DCRNN windows, the
+normalisation statistics as a secure sum, and error totals as a secure sum.
+
+Normalisation: each client contributes the mean and mean square of its training speeds; the
+secure sum gives DCRNN's global training statistics (the same numbers, within the encoding
+error) without revealing any sensor's. Metrics: each client's squared and absolute errors
+(mph) and counts; only the totals, hence RMSE and MAE, are released (unmasked, as CNFGNN).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any
+
+from secure_fedgraph.data import MetrLA, dcrnn_windows
+from secure_fedgraph.data.metr_la import TrafficSplits
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.steps import StepGen
+
+METR_LA_SENSORS = 207
+MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
+
+
+def errors_spec(name: str) -> SumSpec:
+    """The secure sum of error statistics called ``name`` ("validation", "test")."""
+    return SumSpec(name, (TensorSpec("sse", (1,)), TensorSpec("sae", (1,)), TensorSpec("count", (1,))), clip_range=1e8)
+
+
+def check_sensors(sensors: int | None) -> None:
+    if sensors is not None and (isinstance(sensors, bool) or not isinstance(sensors, int) or not 2 <= sensors <= METR_LA_SENSORS):
+        raise ConfigError(f"sensors must be an int in [2, {METR_LA_SENSORS}], got {sensors!r}")
+
+
+@functools.lru_cache(maxsize=4)
+def dataset(data_dir: str | None) -> MetrLA:
+    return MetrLA.load(data_dir)
+
+
+def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None) -> TrafficSplits:
+    """One sensor's raw windows (mph), DCRNN's split: all a client reads."""
+    speed = dataset(None if data_dir is None else str(data_dir)).speed
+    return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows)
+
+
+def server_normalisation(ctx: ServerContext) -> StepGen[Any]:
+    """Server side of the normalisation sum."""
+    return (yield from ctx.secure_sum(MOMENTS))
+
+
+def client_normalisation(ctx: ClientContext, raw: TrafficSplits):
+    """Client side: contribute this sensor's moments; returns (z-scored windows, mean, std)."""
+    mean, mean_square = raw.training_moments()
+    moments = yield ctx.secure_sum(MOMENTS.name, {"mean": [mean], "mean_square": [mean_square]})
+    n = len(moments.contributors)
+    mean = float(moments.values["mean"][0]) / n
+    std = math.sqrt(float(moments.values["mean_square"][0]) / n - mean**2)
+    return raw.normalised(mean, std), mean, std

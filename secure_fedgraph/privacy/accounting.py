@@ -1,0 +1,48 @@
+"""(epsilon, delta) of a run's Gaussian releases, from opacus' RDP accountant.
+
+Each CNFGNN upload releases every window of a split once (no subsampling: rate 1), so a
+window's privacy loss composes over the number of times its split is uploaded. Different
+windows are disjoint rows (parallel composition), so a client's epsilon is that of its most
+released window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from opacus.accountants import RDPAccountant
+
+from secure_fedgraph.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PrivacySpent:
+    """What one client's uploads cost: ``epsilon`` at ``delta`` for ``releases`` Gaussian
+    releases with noise multiplier ``sigma`` and sampling rate ``sample_rate``."""
+
+    epsilon: float
+    delta: float
+    sigma: float
+    releases: int
+    sample_rate: float
+    accountant: str = "opacus RDP"
+    unit: str = "one window (12 input steps) of one sensor client"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def epsilon_of(sigma: float, releases: int, delta: float, *, sample_rate: float = 1.0) -> PrivacySpent:
+    """Epsilon after ``releases`` Gaussian releases (infinite without noise)."""
+    if not 0 < delta < 1:
+        raise ConfigError(f"delta must be in (0, 1), got {delta!r}")
+    if not 0 < sample_rate <= 1:
+        raise ConfigError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if sigma <= 0 or releases <= 0:
+        epsilon = math.inf if releases > 0 else 0.0
+    else:
+        accountant = RDPAccountant()
+        accountant.history = [(sigma, sample_rate, releases)]
+        epsilon = float(accountant.get_epsilon(delta))
+    return PrivacySpent(epsilon, delta, sigma, releases, sample_rate)
