@@ -44,7 +44,7 @@ class RoundLog:
         phases = "; ".join(f"{p or 'other'} {human_bytes(up_phase.get(p, 0))} up {human_bytes(down_phase.get(p, 0))} down"
                            + (f" {seconds[p]:.1f} s" if p in seconds else "") for p in sorted(set(up_phase) | set(down_phase)))
         self.say(f"round {report.round + 1}: {shown}; up {human_bytes(row['bytes_up'])}, down {human_bytes(row['bytes_down'])}, "
-                 f"{row['seconds']:.1f} s" + (f" [{phases}]" if phases else ""))
+                 f"{row['seconds']:.1f} s" + (f" [{phases}]" if (set(up_phase) | set(down_phase)) - {""} else ""))
 
 
 def traffic_summary(traffic: Traffic, ctx: ServerContext) -> dict[str, Any]:

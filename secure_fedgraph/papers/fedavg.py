@@ -104,19 +104,24 @@ class FedAvgGRU(Plan):
         model = self._model()
         weights = weights_of(model)
         weights_spec = SumSpec.of("weights", weights)
-        yield from ctx.start_round(0)
-        yield from server_normalisation(ctx)  # 0. normalisation statistics
-        yield from ctx.broadcast("model", weights)  # 1.
+        with ctx.phase("set-up"):
+            yield from ctx.start_round(0)
+            yield from server_normalisation(ctx)  # 0. normalisation statistics
+            yield from ctx.broadcast("model", weights)  # 1.
         history = []
         for r in range(c.rounds):
             if r:
-                yield from ctx.start_round(r)
-            total = yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
-            errors = yield from ctx.release((yield from ctx.secure_sum(errors_spec("validation"))))  # 4.
+                with ctx.phase("set-up"):
+                    yield from ctx.start_round(r)
+            with ctx.phase("fedavg"):
+                total = yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
+            with ctx.phase("evaluation"):
+                errors = yield from ctx.release((yield from ctx.secure_sum(errors_spec("validation"))))  # 4.
             rmse, mae = rmse_mae(errors)
             history.append({"round": r, "clients": len(total.contributors), "val_rmse": rmse, "val_mae": mae})
             ctx.report(r, clients=len(total.contributors), val_rmse=rmse, val_mae=mae)
-        test = yield from ctx.release((yield from ctx.secure_sum(errors_spec("test"))))  # 5.
+        with ctx.phase("evaluation"):
+            test = yield from ctx.release((yield from ctx.secure_sum(errors_spec("test"))))  # 5.
         test_rmse, test_mae = rmse_mae(test)
         return {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
 
