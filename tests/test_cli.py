@@ -38,6 +38,9 @@ def test_console_script_runs_as_a_module():
         (["sum-demo", "--size", "15"], "--size must be a positive multiple of 10"),
         (["sum-demo", "--drop", "9"], "--drop must be a client id"),
         (["sum-demo", "--backend", "rot13"], "invalid choice"),
+        (["run", "nope", "--out", "x"], "unknown plan 'nope'"),
+        (["run", "fedavg-gru", "--dp-sigma", "1", "--out", "x"], "plan fedavg-gru has no option 'dp_sigma'"),
+        (["run", "cnfgnn", "--set", "variant=sl+magic", "--out", "x"], "variant must be one of"),
     ],
 )
 def test_bad_options(argv, message, capsys):
@@ -53,3 +56,18 @@ def test_too_many_dropouts_is_a_clear_error(capsys):
     # two clients of three is the minimum: dropping one of three is fine, of two is not
     assert main(["sum-demo", "--clients", "2", "--drop", "1"]) == 2
     assert "fewer than the 2 required" in capsys.readouterr().err
+
+
+def test_run_cnfgnn_in_process_writes_metrics_with_privacy(tmp_path, capsys):
+    """`run cnfgnn --backend mask --dp-sigma S --rounds R --out RUN_DIR` (tiny sizes)."""
+    import json
+
+    argv = ["run", "cnfgnn", "--backend", "mask", "--dp-sigma", "1.0", "--rounds", "2", "--clients", "3", "--out", str(tmp_path / "run"),
+            "--set", "hidden_size=8", "--set", "gn_hidden=16", "--set", "gn_update=8", "--set", "max_windows=30"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("val rmse") == 2 and "split learning" in out and "epsilon" in out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["test_rmse"] > 0 and metrics["test_mae"] > 0 and metrics["backend"] == "mask"
+    assert metrics["privacy"]["epsilon_max"] > 0 and len(metrics["privacy"]["epsilon_per_client"]) == 3
+    assert metrics["bytes_up_total"] > 0 and len(metrics["round_log"]) == 2
