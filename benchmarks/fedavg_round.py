@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = lambda a, b: fmt(a / b if a and b else None)  # noqa: E731
             flower = FLOWER_SECAGG.get((n, length))
             print(f"| {n} | {length:g} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
-                  f"{ratio(ckks, plain)}x | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
+                  f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
                   f"{fmt(flower / kept if flower and kept else None, '.1f')}x | {fmt(get('mask', 'upload_over_float32'), '.3f')} | "
                   f"{fmt(get('ckks', 'upload_over_float32'), '.2f')} |")
     return 0
