@@ -132,6 +132,10 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     # clipped to 0.5 then noised with std 0.5: the rows' spread is the noise's, not the GRU's
     assert np.std(np.concatenate(uploads)) == pytest.approx(sigma * clip, rel=0.1)
     assert "privacy" not in plain.metrics
+    again = _run(Backend.PLAIN, dp_sigma=sigma, dp_clip=clip)  # same run seed: the noise must not follow from it
+    first_upload = lambda r: next(tensors_of(codec.decode(d).tensors)["h"] for s, _, d in r.received  # noqa: E731
+                                  if s is Stage.UPLOAD and codec.decode(d).name == "h_c:train")
+    assert not np.allclose(first_upload(noisy), first_upload(again))
 
 
 def test_gaussian_rows_clips_and_noises_each_row():

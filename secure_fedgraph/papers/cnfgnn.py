@@ -42,14 +42,13 @@ import torch
 
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
-from secure_fedgraph.papers.base import Plan, positive
+from secure_fedgraph.papers.base import positive
 from secure_fedgraph.papers.traffic import (
-    METR_LA_SENSORS,
+    SensorPlan,
     check_sensors,
     client_normalisation,
     dataset,
     errors_spec,
-    sensor_windows,
     server_normalisation,
 )
 from secure_fedgraph.privacy import GaussianRows, epsilon_of
@@ -143,18 +142,9 @@ def server_batches(seed: int, round_index: int, epoch: int, windows: int, size: 
     return batches[:cap] if cap is not None else batches
 
 
-class CNFGNN(Plan):
+class CNFGNN(SensorPlan):
     name = "cnfgnn"
     Config = CNFGNNConfig
-    clients_field = "sensors"
-
-    def client_ids(self) -> list[int]:
-        return list(range(self.config.sensors or METR_LA_SENSORS))
-
-    def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None):
-        """This sensor's raw windows (mph), DCRNN's split."""
-        return sensor_windows(client_id, data_dir, self.config.max_windows)
-
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())

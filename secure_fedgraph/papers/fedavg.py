@@ -23,20 +23,18 @@ preprocessing (the same numbers, within the encoding error); metrics are unmaske
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GRUSeq2Seq
-from secure_fedgraph.papers.base import Plan, positive
+from secure_fedgraph.papers.base import positive
 from secure_fedgraph.papers.traffic import (
-    METR_LA_SENSORS,
+    SensorPlan,
     check_sensors,
     client_normalisation,
     errors_spec,
-    sensor_windows,
     server_normalisation,
 )
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
@@ -82,18 +80,9 @@ class FedAvgGRUConfig:
             raise ConfigError(f"lr must be > 0, got {self.lr!r}")
 
 
-class FedAvgGRU(Plan):
+class FedAvgGRU(SensorPlan):
     name = "fedavg-gru"
     Config = FedAvgGRUConfig
-    clients_field = "sensors"
-
-    def client_ids(self) -> list[int]:
-        return list(range(self.config.sensors or METR_LA_SENSORS))
-
-    def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None):
-        """This sensor's raw windows (mph), DCRNN's split."""
-        return sensor_windows(client_id, data_dir, self.config.max_windows)
-
     def _model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial model")))

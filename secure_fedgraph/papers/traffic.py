@@ -17,6 +17,7 @@ from typing import Any
 from secure_fedgraph.data import MetrLA, dcrnn_windows
 from secure_fedgraph.data.metr_la import TrafficSplits
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.steps import StepGen
@@ -44,6 +45,20 @@ def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windo
     """One sensor's raw windows (mph), DCRNN's split: all a client reads."""
     speed = dataset(None if data_dir is None else str(data_dir)).speed
     return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows)
+
+
+class SensorPlan(Plan):
+    """A METR-LA plan with one client per sensor: the first ``config.sensors`` sensors (all 207
+    by default), each reading only its own windows (``config.max_windows`` caps them)."""
+
+    clients_field = "sensors"
+
+    def client_ids(self) -> list[int]:
+        return list(range(self.config.sensors or METR_LA_SENSORS))
+
+    def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> TrafficSplits:
+        """This sensor's raw windows (mph), DCRNN's split."""
+        return sensor_windows(client_id, data_dir, self.config.max_windows)
 
 
 def server_normalisation(ctx: ServerContext) -> StepGen[Any]:
