@@ -129,6 +129,21 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from secure_fedgraph.comparison import METHODS, TABLE_7, Budget, compare, markdown, write
+    from secure_fedgraph.protocol.secure_sum import Backend
+
+    methods = TABLE_7 if args.methods is None else tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    if args.methods == "all":
+        methods = tuple(METHODS)
+    budget = Budget(epochs=args.epochs, sensors=args.sensors, max_windows=args.max_windows, seed=args.seed)
+    rows = compare(methods, budget, backend=Backend(args.backend), device=args.device, data_dir=args.data_dir, say=print)
+    folder = write(rows, args.epochs, args.out)
+    print(markdown(rows, args.epochs))
+    print(f"compare: results in {folder / 'comparison.md'} and {folder / 'comparison.json'}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from secure_fedgraph.demo import DemoOptions, run_demo
 
@@ -175,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a paper's plan with every party in this process",
                               description="Run a plan end to end in one process (the in-process transport: the same plan, messages "
                               "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
-    run.add_argument("plan", help="plan name: cnfgnn, fedavg-gru or fedavg-vector")
+    run.add_argument("plan", help="plan name: cnfgnn, fedavg-gru, local-gru or fedavg-vector")
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
@@ -185,6 +200,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
     run.set_defaults(handler=_run)
+
+    compare = commands.add_parser("compare", help="CNFGNN's Table 7 on METR-LA: every method with the same budget, beside the paper",
+                                  description="Train CNFGNN, its federated baselines (as protocols, in one process) and the centralised "
+                                  "baselines for the same number of epochs, test them on the same windows, and write RUN_DIR/comparison.md "
+                                  "and comparison.json. Methods: gru-centralised, gru+gn-centralised, local-gru, fedavg-gru, cnfgnn "
+                                  "(Table 7, the default) and cnfgnn-at, cnfgnn-sl, cnfgnn-sl+fedavg (Table 10).")
+    compare.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for comparison.md and comparison.json")
+    compare.add_argument("--epochs", type=int, default=3, help="passes over the training windows per method (default 3)")
+    compare.add_argument("--methods", default=None, help="comma-separated method names, or 'all' (default: Table 7's five)")
+    compare.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend of the federated methods (default mask)")
+    compare.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                         help="device of the centralised baselines and of CNFGNN's server GN (auto: CUDA when available)")
+    compare.add_argument("--sensors", type=int, default=None, help="only the first N sensors and their subgraph (default all 207)")
+    compare.add_argument("--max-windows", type=int, default=None, help="at most this many windows per split (default all; for quick looks)")
+    compare.add_argument("--seed", type=int, default=0, help="run seed of every method (default 0)")
+    compare.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
+    compare.set_defaults(handler=_compare)
 
     keys = commands.add_parser("keys", help="make the run's certificates and identity keys")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="SUBCOMMAND")
@@ -197,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
-    server.add_argument("--plan", required=True, help="plan name: fedavg-gru or fedavg-vector")
+    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedavg-gru, local-gru or fedavg-vector")
     server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")

@@ -132,6 +132,8 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     # clipped to 0.5 then noised with std 0.5: the rows' spread is the noise's, not the GRU's
     assert np.std(np.concatenate(uploads)) == pytest.approx(sigma * clip, rel=0.1)
     assert "privacy" not in plain.metrics
+    split = _run(Backend.PLAIN, variant="sl", dp_sigma=sigma, dp_clip=clip).metrics["privacy"]  # every window once per round
+    assert set(split["releases_per_client"].values()) == {2} and split["epsilon_max"] == privacy["epsilon_max"]
     again = _run(Backend.PLAIN, dp_sigma=sigma, dp_clip=clip)  # same run seed: the noise must not follow from it
     first_upload = lambda r: next(tensors_of(codec.decode(d).tensors)["h"] for s, _, d in r.received  # noqa: E731
                                   if s is Stage.UPLOAD and codec.decode(d).name == "h_c:train")
@@ -154,3 +156,73 @@ def test_a_sensor_client_dropping_mid_round_does_not_stop_the_run():
                       drop={Stage.SCATTER: [2]})
     assert 2 in result.dropped
     assert result.metrics["rounds"][-1]["clients"] == 3 and result.metrics["test_rmse"] > 0
+
+
+@pytest.mark.parametrize("variant", ["sl", "sl+fedavg"])
+def test_split_learning_costs_eq_8_and_eq_9(variant):
+    """SL moves h_c up, h_G down, dL/dh_G up and dL/dh_c down for every window once per round:
+    Eq. 8, R x 2 x 2 x n x S; SL + FedAvg adds n x |theta| x 2 per round (Eq. 9)."""
+    result = _run(Backend.MASK, variant=variant)
+    windows, elements = result.metrics["windows"]["train"], result.metrics["elements_by_phase"]
+    assert elements["split learning"]["up"] == elements["split learning"]["down"] == 2 * 2 * 4 * windows * 8
+    theta = sum(p.numel() for p in GRUSeq2Seq(hidden_size=8, graph_size=8).parameters())
+    assert elements.get("fedavg", {"up": 0, "down": 0}) == ({"up": 2 * 4 * theta, "down": 2 * 4 * theta} if variant == "sl+fedavg" else {"up": 0, "down": 0})
+    assert result.metrics["test_rmse"] > 0
+
+
+def _centralised_split_learning(plan: CNFGNN, cross_terms: bool = True) -> float:
+    """The SL variant's first round computed in one place with autograd: every client's model,
+    the GN, the loss sum_i L_i, one Adam per client and one for the GN (on the mean). Returns
+    the validation RMSE. ``cross_terms=False`` drops the gradient through the GN to the encoders."""
+    from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, single_thread, weights_of
+
+    c = plan.config
+    raws = [plan.load_client_data(i, None) for i in plan.client_ids()]
+    moments = np.array([raw.training_moments() for raw in raws], dtype=np.float64)
+    mean = float(moments[:, 0].sum() / len(raws))
+    std = float(np.sqrt(moments[:, 1].sum() / len(raws) - mean**2))
+    data = [raw.normalised(mean, std) for raw in raws]
+    graph = plan.load_server_data(None)
+    with single_thread():
+        gn = plan._graph_net()
+    initial = weights_of(plan._client_model())
+    models = []
+    for _ in raws:
+        model = GRUSeq2Seq(hidden_size=c.hidden_size, graph_size=c.hidden_size)
+        load_weights(model, initial)
+        models.append(model)
+    optimisers = [torch.optim.Adam(m.parameters(), lr=c.lr) for m in models]
+    server_optimiser = torch.optim.Adam(gn.parameters(), lr=c.server_lr)
+    train = [d.sensor("train", 0) for d in data]
+    with single_thread():
+        for batch in server_batches(plan.seed, 0, 0, len(train[0][0]), c.server_batch_size, c.max_server_batches):
+            hidden = [m.encode(torch.as_tensor(x[batch])) for m, (x, _, _) in zip(models, train, strict=True)]
+            uploaded = torch.stack(hidden if cross_terms else [h.detach() for h in hidden])
+            h_graph = gn(uploaded, graph.edge_index, graph.edge_weight)
+            losses = [torch.nn.functional.mse_loss(m.decode(h, torch.as_tensor(x[batch]), torch.as_tensor(t[batch]), graph=h_graph[i]),
+                                                   torch.as_tensor(y[batch]))
+                      for i, (m, h, (x, y, t)) in enumerate(zip(models, hidden, train, strict=True))]
+            for o in [*optimisers, server_optimiser]:
+                o.zero_grad()
+            sum(losses).backward()
+            for p in gn.parameters():
+                if p.grad is not None:  # the last layer's global update does not reach h_G
+                    p.grad /= len(models)
+            for o in [*optimisers, server_optimiser]:
+                o.step()
+        val = [d.sensor("val", 0) for d in data]
+        with torch.no_grad():
+            h_graph = gn(torch.stack([m.encode(torch.as_tensor(x)) for m, (x, _, _) in zip(models, val, strict=True)]), graph.edge_index, graph.edge_weight)
+    totals = [error_sums(m, *v, mean=mean, std=std, graph=h_graph[i].numpy()) for i, (m, v) in enumerate(zip(models, val, strict=True))]
+    return rmse_mae({k: sum(t[k] for t in totals) for k in totals[0]})[0]
+
+
+def test_split_learning_is_exact_backpropagation_through_the_server():
+    """The SL protocol (h_c up, h_G down, dL/dh_G up, dL/dh_c down) trains exactly what autograd
+    through one centralised graph of all client models and the GN trains; dropping the gradient
+    that flows back through the GN gives a measurably different model."""
+    config = CNFGNNConfig(**{**TINY, "rounds": 1, "variant": "sl", "lr": 0.02, "server_lr": 0.02, "cl_decay_steps": 0})
+    protocol = simulate(CNFGNN(config), SecureSumConfig(backend=Backend.PLAIN)).metrics["rounds"][0]["val_rmse"]
+    exact, detached = _centralised_split_learning(CNFGNN(config)), _centralised_split_learning(CNFGNN(config), cross_terms=False)
+    assert protocol == pytest.approx(exact, rel=1e-5)
+    assert abs(detached - exact) > 100 * abs(protocol - exact) + 3e-4

@@ -21,6 +21,12 @@ Algorithm 1 (numbers match the comments in the code):
      server scatters h_G,c,i, clients compute their squared and absolute errors, and only the
      totals come back through a secure sum. After the last round, the same on the test windows.
 
+Variants (``variant``, the paper's Table 10): "at+fedavg" (the above), "at" (without step 2),
+"sl" (split learning instead of steps 1-5: per shared batch of training windows, clients
+upload h_c,i, the server scatters h_G,c,i, clients upload dL_i/dh_G,c,i, the server
+backpropagates the sum through the GN and scatters each client dL/dh_c,i, and both sides step;
+Eq. 8) and "sl+fedavg" (the same, then step 2 at the end of the round; Eq. 9).
+
 The server never holds raw data, targets or client weights: it sees hidden states (noised
 with DP), their gradients, and sums. Deviations from the paper: the gradients are averaged,
 not summed, over clients (the mean of the clients' MSE is the pooled MSE CNFGNN's code
@@ -42,6 +48,7 @@ import torch
 
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
+from secure_fedgraph.models.graph_net import sensor_graph
 from secure_fedgraph.papers.base import positive
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
@@ -54,9 +61,10 @@ from secure_fedgraph.papers.traffic import (
 from secure_fedgraph.privacy import GaussianRows, epsilon_of
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.training.device import DEVICES, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, rmse_mae, single_thread, train_local, weights_of
 
-VARIANTS = ("at+fedavg", "at")
+VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
 SPLITS = ("train", "val", "test")
 WINDOW_COUNTS = SumSpec("window_counts", (TensorSpec("windows", (len(SPLITS),)),))
 
@@ -68,7 +76,8 @@ class CNFGNNConfig:
     Attributes:
         rounds: global rounds R_g.
         sensors: clients = the first ``sensors`` METR-LA sensors and their subgraph (None: 207).
-        variant: "at+fedavg" (CNFGNN) or "at" (alternating training without FedAvg, Table 10).
+        variant: "at+fedavg" (CNFGNN), "at" (alternating training without FedAvg), "sl" (split
+            learning) or "sl+fedavg" (Table 10).
         hidden_size: GRU encoder hidden size and h_G size (64).
         client_rounds: R_c, local epochs per round (1).
         server_rounds: R_s, server epochs per round (1 for METR-LA).
@@ -80,6 +89,8 @@ class CNFGNNConfig:
         dp_sigma: noise multiplier on uploaded h_c,i (0: no DP); dp_clip: per-row L2 bound;
         dp_delta: the delta epsilon is reported at.
         seed: run seed (initial models, batch orders).
+        server_device: where the server runs the GN: "cpu" (default, reproducible), "cuda" or
+            "auto" (CUDA when present). Clients always compute on CPU.
     """
 
     rounds: int = 3
@@ -103,9 +114,12 @@ class CNFGNNConfig:
     dp_clip: float = 2.0
     dp_delta: float = 1e-5
     seed: int = 0
+    server_device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_sensors(self.sensors)
+        if self.server_device not in DEVICES:
+            raise ConfigError(f"server_device must be one of {DEVICES}, got {self.server_device!r}")
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         for name in ("rounds", "hidden_size", "client_rounds", "server_rounds", "batch_size", "server_batch_size", "gn_layers", "gn_hidden", "gn_update"):
@@ -148,9 +162,7 @@ class CNFGNN(SensorPlan):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
-        adjacency = torch.as_tensor(dataset(None if data_dir is None else str(data_dir)).adjacency[:n, :n])
-        edge_index = adjacency.nonzero().t().contiguous()
-        return SensorGraph(edge_index, adjacency[edge_index[0], edge_index[1]].float(), n)
+        return SensorGraph(*sensor_graph(dataset(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
 
     def _client_model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size, graph_size=self.config.hidden_size)
@@ -159,12 +171,18 @@ class CNFGNN(SensorPlan):
 
     def _graph_net(self) -> GraphNet:
         c = self.config
-        torch.manual_seed(derive_seed(self.seed, "server", "initial graph net") % 2**63)
-        return GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
+        with torch.random.fork_rng(devices=[]):  # the constructor's default draws leave the global RNG as it was
+            gn = GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
+        gn.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial graph net")))
+        return gn
 
     def _rows_spec(self, tensor: str, windows: int) -> SumSpec:
         """The shape of an upload: one ``hidden_size`` row per window, called ``tensor``."""
         return SumSpec(tensor, (TensorSpec(tensor, (windows, self.config.hidden_size)),))
+
+    def _coin(self, client_id: int, round_index: int) -> torch.Generator:
+        """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
+        return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
     def privacy_hook(self) -> GaussianRows | None:
         c = self.config
@@ -175,29 +193,89 @@ class CNFGNN(SensorPlan):
     def server(self, ctx: ServerContext):
         c = self.config
         graph: SensorGraph = ctx.data
+        device = resolve_device(c.server_device)
+        edge_index, edge_weight = graph.edge_index.to(device), graph.edge_weight.to(device)
         with single_thread():
-            gn = self._graph_net()
+            gn = self._graph_net().to(device)
         optimiser = torch.optim.Adam(gn.parameters(), lr=c.server_lr)
         client_weights = weights_of(self._client_model())
         weights_spec = SumSpec.of("weights", client_weights)
         releases: dict[int, dict[str, int]] = {i: dict.fromkeys(SPLITS, 0) for i in ctx.clients}
 
+        def count_release(clients, split: str) -> None:
+            """A DP release of every ``split`` window of these clients (for the accountant)."""
+            for client in clients:
+                releases[client][split] += 1
+
         def run_graph_net(hidden: dict[int, np.ndarray], windows: int) -> np.ndarray:
             """h_G for every node and window (no gradient), in server-sized chunks."""
-            x = _stack(hidden, graph.nodes, windows, c.hidden_size)
+            x = _stack(hidden, graph.nodes, windows, c.hidden_size).to(device)
             with single_thread(), torch.no_grad():
-                parts = [gn(x[:, i : i + c.server_batch_size], graph.edge_index, graph.edge_weight) for i in range(0, windows, c.server_batch_size)]
-            return torch.cat(parts, dim=1).numpy()
+                parts = [gn(x[:, i : i + c.server_batch_size], edge_index, edge_weight) for i in range(0, windows, c.server_batch_size)]
+            return torch.cat(parts, dim=1).cpu().numpy()
 
         def encodings(split: str, windows: int):
             """Clients upload h_c,i of a split (through their DP hook); the server answers with h_G,c,i."""
             received = yield from ctx.upload(f"h_c:{split}", self._rows_spec("h", windows))
-            for client in received:
-                releases[client][split] += 1
+            count_release(received, split)
             hidden = {i: v["h"] for i, v in received.items()}
             h_graph = run_graph_net(hidden, windows)
             yield from ctx.scatter(f"h_G:{split}", {i: {"h": h_graph[i]} for i in hidden})
             return hidden
+
+        def fedavg():
+            with ctx.phase("fedavg"):
+                return len((yield from ctx.secure_sum(weights_spec)).contributors)
+
+        def step_graph_net(h_graph: torch.Tensor, grads: dict[int, dict[str, np.ndarray]]) -> None:
+            """One Adam step of the GN on the clients' dL/dh_G, averaged over those that answered."""
+            g = torch.zeros_like(h_graph)
+            for i, v in grads.items():
+                g[i] = torch.as_tensor(v["grad"]).to(device)
+            with single_thread():
+                optimiser.zero_grad()
+                h_graph.backward(g / len(grads))
+                optimiser.step()
+
+        def alternating_training(r: int):
+            with ctx.phase("split learning"):
+                hidden = yield from ctx.upload("h_c:train", self._rows_spec("h", windows["train"]))  # 3.
+                count_release(hidden, "train")
+                hidden = {i: v["h"] for i, v in hidden.items()}
+                x = _stack(hidden, graph.nodes, windows["train"], c.hidden_size).to(device)
+                for epoch in range(c.server_rounds):  # 4.
+                    for batch in server_batches(self.seed, r, epoch, windows["train"], c.server_batch_size, c.max_server_batches):
+                        with single_thread():
+                            h_graph = gn(x[:, torch.as_tensor(batch, device=device)], edge_index, edge_weight)
+                        rows = h_graph.detach().cpu().numpy()
+                        yield from ctx.scatter("h_G", {i: {"h": rows[i]} for i in ctx.live})
+                        grads = yield from ctx.upload("dL/dh_G", self._rows_spec("grad", len(batch)))
+                        if grads:
+                            step_graph_net(h_graph, grads)
+                h_graph = run_graph_net(hidden, windows["train"])  # 5.
+                yield from ctx.scatter("h_G:train", {i: {"h": h_graph[i]} for i in ctx.live})
+
+        def split_learning(r: int):
+            """One epoch of end-to-end split learning (Table 10's SL): per batch, h_c up, h_G down,
+            dL/dh_G up, dL/dh_c down (Eq. 8); the server sends each client the gradient of all
+            clients' losses through the GN with respect to its h_c."""
+            with ctx.phase("split learning"):
+                released = set()
+                for batch in server_batches(self.seed, r, 0, windows["train"], c.server_batch_size, c.max_server_batches):
+                    hidden = yield from ctx.upload("h_c", self._rows_spec("h", len(batch)))
+                    released |= set(hidden)
+                    x = _stack({i: v["h"] for i, v in hidden.items()}, graph.nodes, len(batch), c.hidden_size).to(device).requires_grad_()
+                    with single_thread():
+                        h_graph = gn(x, edge_index, edge_weight)
+                    rows = h_graph.detach().cpu().numpy()
+                    yield from ctx.scatter("h_G", {i: {"h": rows[i]} for i in ctx.live})
+                    grads = yield from ctx.upload("dL/dh_G", self._rows_spec("grad", len(batch)))
+                    if not grads:
+                        continue
+                    step_graph_net(h_graph, grads)
+                    through_graph = x.grad.cpu().numpy() * len(grads)
+                    yield from ctx.scatter("dL/dh_c", {i: {"grad": through_graph[i]} for i in ctx.live})
+                count_release(dict.fromkeys(released), "train")  # each training window once per epoch
 
         def evaluate(split: str, windows: int):
             with ctx.phase("evaluation"):
@@ -217,31 +295,13 @@ class CNFGNN(SensorPlan):
                     yield from ctx.start_round(r)
             contributors = len(ctx.live)
             if c.variant == "at+fedavg":
-                with ctx.phase("fedavg"):
-                    contributors = len((yield from ctx.secure_sum(weights_spec)).contributors)  # 1.-2.
-            with ctx.phase("split learning"):
-                hidden = yield from ctx.upload("h_c:train", self._rows_spec("h", windows["train"]))  # 3.
-                for client in hidden:
-                    releases[client]["train"] += 1
-                hidden = {i: v["h"] for i, v in hidden.items()}
-                x = _stack(hidden, graph.nodes, windows["train"], c.hidden_size)
-                for epoch in range(c.server_rounds):  # 4.
-                    for batch in server_batches(self.seed, r, epoch, windows["train"], c.server_batch_size, c.max_server_batches):
-                        with single_thread():
-                            h_graph = gn(x[:, torch.as_tensor(batch)], graph.edge_index, graph.edge_weight)
-                        yield from ctx.scatter("h_G", {i: {"h": h_graph[i].detach().numpy()} for i in ctx.live})
-                        grads = yield from ctx.upload("dL/dh_G", self._rows_spec("grad", len(batch)))
-                        if not grads:
-                            continue
-                        g = torch.zeros_like(h_graph)
-                        for i, v in grads.items():
-                            g[i] = torch.as_tensor(v["grad"])
-                        with single_thread():
-                            optimiser.zero_grad()
-                            h_graph.backward(g / len(grads))
-                            optimiser.step()
-                h_graph = run_graph_net(hidden, windows["train"])  # 5.
-                yield from ctx.scatter("h_G:train", {i: {"h": h_graph[i]} for i in ctx.live})
+                contributors = yield from fedavg()  # 1.-2.
+            if c.variant.startswith("at"):
+                yield from alternating_training(r)  # 3.-5.
+            else:
+                yield from split_learning(r)  # SL: 1.-2.
+                if c.variant == "sl+fedavg":
+                    contributors = yield from fedavg()  # 3.
             val_rmse, val_mae = yield from evaluate("val", windows["val"])  # 6.
             history.append({"round": r, "clients": contributors, "val_rmse": val_rmse, "val_mae": val_mae})
             ctx.report(r, clients=contributors, val_rmse=val_rmse, val_mae=val_mae)
@@ -283,27 +343,68 @@ class CNFGNN(SensorPlan):
             g = (yield ctx.receive(f"h_G:{split}"))["h"]
             yield ctx.secure_sum(split, error_sums(model, *data.sensor(split, 0), mean=mean, std=std, graph=g))
 
-        for r in range(c.rounds):
-            trained = train_local(model, x, y, tod, graph=h_graph, rng=ctx.rng("batches", r), epochs=c.client_rounds, max_steps=c.max_local_steps,
-                                  batch_size=c.batch_size, lr=c.lr, decay_steps=c.cl_decay_steps, start_step=step)  # 1.
-            step += trained.steps
-            if c.variant == "at+fedavg":
-                total = yield ctx.secure_sum("weights", weights_of(model))  # 2.
-                load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+        def fedavg():
+            total = yield ctx.secure_sum("weights", weights_of(model))
+            load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+
+        def loss_of(hidden: torch.Tensor, batch: np.ndarray, g: torch.Tensor, coin: torch.Generator) -> torch.Tensor:
+            """This client's loss on a server batch, given the server's h_G for it."""
+            with single_thread():
+                prediction = model.decode(hidden, torch.as_tensor(x[batch]), torch.as_tensor(tod[batch]), graph=g,
+                                          targets=torch.as_tensor(y[batch]), teacher_forcing=curriculum(step, c.cl_decay_steps), generator=coin)
+                return torch.nn.functional.mse_loss(prediction, torch.as_tensor(y[batch]))
+
+        def alternating_training(r: int):
+            nonlocal step, h_graph
             hidden = torch.as_tensor(encode("train"))
             yield ctx.upload("h_c:train", {"h": hidden.numpy()}, privacy)  # 3.
-            coin = torch.Generator().manual_seed(derive_seed(self.seed, "client", ctx.client_id, "coin", r) % 2**63)
+            coin = self._coin(ctx.client_id, r)
             for epoch in range(c.server_rounds):  # 4.
                 for batch in server_batches(self.seed, r, epoch, len(x), c.server_batch_size, c.max_server_batches):
                     g = torch.tensor((yield ctx.receive("h_G"))["h"], requires_grad=True)
-                    index = torch.as_tensor(batch)
+                    loss = loss_of(hidden[torch.as_tensor(batch)], batch, g, coin)
                     with single_thread():
-                        prediction = model.decode(hidden[index], torch.as_tensor(x[batch]), torch.as_tensor(tod[batch]), graph=g,
-                                                  targets=torch.as_tensor(y[batch]), teacher_forcing=curriculum(step, c.cl_decay_steps), generator=coin)
-                        (grad,) = torch.autograd.grad(torch.nn.functional.mse_loss(prediction, torch.as_tensor(y[batch])), g)
+                        (grad,) = torch.autograd.grad(loss, g)
                     yield ctx.upload("dL/dh_G", {"grad": grad.numpy()})
                     step += 1
             h_graph = (yield ctx.receive("h_G:train"))["h"]  # 5.
+
+        def split_learning(r: int):
+            """SL: the encoder's h_c goes up per batch; the decoder's dL/dh_G goes up; the
+            encoder trains on its own loss plus the gradient the server sends back through the GN.
+            With DP the upload is noised and the returned gradient is applied to the clean h_c
+            (the noise is additive; clipping is treated as the identity in the backward pass)."""
+            nonlocal step
+            optimiser = torch.optim.Adam(model.parameters(), lr=c.lr)
+            coin = self._coin(ctx.client_id, r)
+            for batch in server_batches(self.seed, r, 0, len(x), c.server_batch_size, c.max_server_batches):
+                with single_thread():
+                    hidden = model.encode(torch.as_tensor(x[batch]))
+                yield ctx.upload("h_c", {"h": hidden.detach().numpy()}, privacy)
+                g = torch.tensor((yield ctx.receive("h_G"))["h"], requires_grad=True)
+                loss = loss_of(hidden, batch, g, coin)
+                with single_thread():
+                    (grad,) = torch.autograd.grad(loss, g, retain_graph=True)
+                yield ctx.upload("dL/dh_G", {"grad": grad.numpy()})
+                through_graph = torch.tensor((yield ctx.receive("dL/dh_c"))["grad"])
+                with single_thread():
+                    optimiser.zero_grad()
+                    torch.autograd.backward([loss, hidden], [None, through_graph])
+                    optimiser.step()
+                step += 1
+
+        for r in range(c.rounds):
+            if c.variant.startswith("at"):
+                trained = train_local(model, x, y, tod, graph=h_graph, rng=ctx.rng("batches", r), epochs=c.client_rounds, max_steps=c.max_local_steps,
+                                      batch_size=c.batch_size, lr=c.lr, decay_steps=c.cl_decay_steps, start_step=step)  # 1.
+                step += trained.steps
+                if c.variant == "at+fedavg":
+                    yield from fedavg()  # 2.
+                yield from alternating_training(r)  # 3.-5.
+            else:
+                yield from split_learning(r)
+                if c.variant == "sl+fedavg":
+                    yield from fedavg()
             yield from evaluate("val")  # 6.
         yield from evaluate("test")
 

@@ -1,5 +1,6 @@
 """FedAvg of per-sensor GRU forecasters: CNFGNN's "GRU + FedAvg" baseline (Meng et al., KDD 2021,
-Table 7), one client per sensor, as a secure protocol.
+Table 7), one client per sensor, as a secure protocol; and its "local GRU" baseline (plan
+``local-gru``): the same without step 3, so every sensor keeps the model it trains alone.
 
 Algorithm (numbers match the comments in the code):
   0. Normalisation: each client contributes the mean and mean square of its training speeds;
@@ -24,6 +25,7 @@ preprocessing (the same numbers, within the encoding error); metrics are unmaske
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -83,6 +85,8 @@ class FedAvgGRUConfig:
 class FedAvgGRU(SensorPlan):
     name = "fedavg-gru"
     Config = FedAvgGRUConfig
+    averages: ClassVar[bool] = True  # step 3; False: every client keeps its own model
+
     def _model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial model")))
@@ -102,13 +106,15 @@ class FedAvgGRU(SensorPlan):
             if r:
                 with ctx.phase("set-up"):
                     yield from ctx.start_round(r)
-            with ctx.phase("fedavg"):
-                total = yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
+            if self.averages:
+                with ctx.phase("fedavg"):
+                    yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
             with ctx.phase("evaluation"):
-                errors = yield from ctx.release((yield from ctx.secure_sum(errors_spec("validation"))))  # 4.
-            rmse, mae = rmse_mae(errors)
-            history.append({"round": r, "clients": len(total.contributors), "val_rmse": rmse, "val_mae": mae})
-            ctx.report(r, clients=len(total.contributors), val_rmse=rmse, val_mae=mae)
+                errors = yield from ctx.secure_sum(errors_spec("validation"))  # 4.
+                clients = len(errors.contributors)
+                rmse, mae = rmse_mae((yield from ctx.release(errors)))
+            history.append({"round": r, "clients": clients, "val_rmse": rmse, "val_mae": mae})
+            ctx.report(r, clients=clients, val_rmse=rmse, val_mae=mae)
         with ctx.phase("evaluation"):
             test = yield from ctx.release((yield from ctx.secure_sum(errors_spec("test"))))  # 5.
         test_rmse, test_mae = rmse_mae(test)
@@ -123,7 +129,16 @@ class FedAvgGRU(SensorPlan):
             x, y, tod = data.sensor("train", 0)
             train_local(model, x, y, tod, rng=ctx.rng("batches", r), epochs=c.local_epochs,
                         max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr)  # 2.
-            total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
-            load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+            if self.averages:
+                total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
+                load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
             yield ctx.secure_sum("validation", error_sums(model, *data.sensor("val", 0), mean=mean, std=std))  # 4.
         yield ctx.secure_sum("test", error_sums(model, *data.sensor("test", 0), mean=mean, std=std))  # 5.
+
+
+class LocalGRU(FedAvgGRU):
+    """CNFGNN's "local GRU" baseline: each sensor trains its own GRU on its own windows only;
+    the server broadcasts the initial model and learns only the error totals."""
+
+    name = "local-gru"
+    averages = False

@@ -8,7 +8,6 @@ import signal
 import socket
 import ssl
 import threading
-import time
 
 import grpc
 import pytest
@@ -181,6 +180,28 @@ def test_a_killed_client_process_does_not_stop_the_run(start_server):
     assert set(metrics["dropped"]) == {"4", "5"}
     assert len(metrics["rounds"]) == 4 and metrics["rounds"][-1]["clients"] == 4
     assert metrics["test_rmse"] > 0
+
+
+def test_a_killed_sensor_process_does_not_stop_a_cnfgnn_run(start_server):
+    """CNFGNN over processes: the process hosting sensors 4-5 is killed after the first round
+    (mid-run: its sensors are waited for in FedAvg, uploads and gradient rounds after it);
+    the GN keeps training on the other sensors (their nodes get zero h_c) and the run ends with
+    test metrics from the survivors."""
+    options = ("rounds=4", "hidden_size=8", "gn_hidden=16", "gn_update=8", "max_windows=60", "batch_size=16", "server_batch_size=12")
+    run = start_server(clients=6, plan="cnfgnn", plan_options=options)
+    survivors = run.client("0-3")
+    victim = run.client("4-5")
+    for line in run.server.stdout:
+        if line.startswith("round 1:"):
+            victim.send_signal(signal.SIGKILL)
+            break
+    else:
+        pytest.fail("the server never reported its first round")
+    _, metrics = run.finish()
+    assert survivors.wait(timeout=60) == 0, survivors.stdout.read()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+    assert set(metrics["dropped"]) == {"4", "5"} and metrics["clients_finished"] == 4
+    assert len(metrics["rounds"]) == 4 and metrics["rounds"][-1]["clients"] == 4 and metrics["test_rmse"] > 0
 
 
 def test_keys_init_output_loads(tmp_path):
