@@ -33,27 +33,12 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch_geometric.utils import scatter
 
 from secure_fedgraph.models import GraphNet
+from secure_fedgraph.models.graph_net import reference_forward as reference
 from secure_fedgraph.papers.traffic import dataset
 
 Forward = Callable[[GraphNet, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def reference(gn: GraphNet, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
-    """The MetaLayer formulation on ``gn``'s parameters: each model's MLP on its concatenated inputs."""
-    src, dst = edge_index
-    n, b = x.shape[:2]
-    edge = edge_weight.reshape(-1, 1, 1).expand(-1, b, 1)
-    u = x.new_zeros(b, gn.node_input)
-    for block in gn.blocks:
-        new_edge = block.edge_model.mlp(torch.cat([x[src], x[dst], edge, u.expand(len(src), *u.shape)], dim=-1))
-        incoming = scatter(new_edge, dst, dim=0, dim_size=n, reduce="sum")
-        new_x = block.node_model.mlp(torch.cat([x, incoming, u.expand(n, *u.shape)], dim=-1))
-        new_u = block.global_model.mlp(torch.cat([new_x.sum(dim=0), new_edge.sum(dim=0), u], dim=-1))
-        x, edge, u = torch.cat([new_x, x], dim=-1), torch.cat([new_edge, edge], dim=-1), torch.cat([new_u, u], dim=-1)
-    return gn.out(x)
 
 
 def split(gn: GraphNet, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:

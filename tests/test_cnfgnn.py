@@ -80,10 +80,11 @@ def test_without_fedavg_the_cost_is_eq_10_and_no_weights_are_summed():
     assert split["up"] + split["down"] == 2 * (1 + 2 * 2 + 1) * 4 * windows * 8
 
 
-def test_the_server_never_receives_raw_data_targets_or_weights():
+@pytest.mark.parametrize("variant", ["at+fedavg", "sl+fedavg"])
+def test_the_server_never_receives_raw_data_targets_or_weights(variant):
     """Everything the server received, decoded: hidden states, their gradients, masked sums
     and released error totals; no tensor equals (or contains) a client's speeds or weights."""
-    result = _run(Backend.MASK)
+    result = _run(Backend.MASK, variant=variant)
     uploads = {}
     for stage, _, data in result.received:
         message = codec.decode(data)
@@ -91,7 +92,8 @@ def test_the_server_never_receives_raw_data_targets_or_weights():
             uploads.setdefault(message.name, []).append(tensors_of(message.tensors))
         if stage is Stage.INPUT:
             assert not isinstance(message, UploadResponse)
-    assert set(uploads) == {"window_counts", "h_c:train", "h_c:val", "h_c:test", "dL/dh_G"}  # mask: the server holds the error sums
+    per_round = "h_c:train" if variant.startswith("at") else "h_c"  # AT: all windows once a round; SL: per batch
+    assert set(uploads) == {"window_counts", per_round, "h_c:val", "h_c:test", "dL/dh_G"}  # mask: the server holds the error sums
     speeds = [np.round(h.context.data.x["train"][..., 0].ravel(), 4) for h in result.hosts.values()]
     for name, answers in uploads.items():
         for tensors in answers:

@@ -146,6 +146,22 @@ class GraphNet(nn.Module):
         return self.out(x)
 
 
+def reference_forward(gn: GraphNet, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+    """The MetaLayer formulation on ``gn``'s parameters, each model's MLP on its concatenated
+    inputs: the specification :meth:`GraphNet.forward` is tested and benchmarked against (slow)."""
+    src, dst = edge_index
+    n, b = x.shape[:2]
+    edge = edge_weight.reshape(-1, 1, 1).expand(-1, b, 1)
+    u = x.new_zeros(b, gn.node_input)
+    for block in gn.blocks:
+        new_edge = block.edge_model.mlp(torch.cat([x[src], x[dst], edge, u.expand(len(src), *u.shape)], dim=-1))
+        incoming = scatter(new_edge, dst, dim=0, dim_size=n, reduce="sum")
+        new_x = block.node_model.mlp(torch.cat([x, incoming, u.expand(n, *u.shape)], dim=-1))
+        new_u = block.global_model.mlp(torch.cat([new_x.sum(dim=0), new_edge.sum(dim=0), u], dim=-1))
+        x, edge, u = torch.cat([new_x, x], dim=-1), torch.cat([new_edge, edge], dim=-1), torch.cat([new_u, u], dim=-1)
+    return gn.out(x)
+
+
 def sensor_graph(adjacency: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Edges of a weighted directed adjacency, as CNFGNN's ``dense_to_sparse``: one edge i -> j
     (``edge_index[0]`` the sender i, ``[1]`` the receiver j) for each nonzero ``adjacency[i, j]``,
