@@ -4,6 +4,7 @@ A data directory is taken from the ``data_dir`` argument (the CLI's ``--data-dir
 ``SECURE_FEDGRAPH_DATA`` environment variable; what the demo needs ships inside the package.
 """
 
+from secure_fedgraph.data.hzmetro import HZMetro, MetroSplits, MetroWindows, metro_windows, partition_stations
 from secure_fedgraph.data.metr_la import MetrLA, TrafficSplits, dcrnn_windows
 
-__all__ = ["MetrLA", "TrafficSplits", "dcrnn_windows"]
+__all__ = ["HZMetro", "MetrLA", "MetroSplits", "MetroWindows", "TrafficSplits", "dcrnn_windows", "metro_windows", "partition_stations"]
