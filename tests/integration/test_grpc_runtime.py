@@ -10,6 +10,7 @@ import ssl
 import threading
 
 import grpc
+import numpy as np
 import pytest
 
 from secure_fedgraph import __version__
@@ -56,6 +57,32 @@ def test_grpc_run_equals_the_in_process_run(start_server, backend):
         assert over_grpc == in_process
 
 
+def _assert_transcript_has_no_readings_or_weights(path, plan) -> None:
+    """What the server process recorded receiving: no tensor holds a sensor's speed readings, and
+    every input to a sum as large as the client model is masked ring elements (no weights)."""
+    from secure_fedgraph.models import GRUSeq2Seq
+    from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
+    from secure_fedgraph.protocol.secure_sum import messages as sm
+    from secure_fedgraph.protocol.transcript import RECEIVED, read_transcript
+
+    theta = sum(p.numel() for p in GRUSeq2Seq(hidden_size=plan.config.hidden_size, graph_size=plan.config.hidden_size).parameters())
+    speeds = [np.round(plan.load_client_data(i, None).x[split][..., 0].ravel(), 4) for i in plan.client_ids() for split in ("train", "val", "test")]
+    uploads = weights = 0
+    for record in read_transcript(path):
+        if record.direction != RECEIVED:
+            continue
+        message = record.message()
+        if isinstance(message, UploadResponse):
+            uploads += 1
+            for value in tensors_of(message.tensors).values():
+                flat = np.round(np.asarray(value, dtype=np.float64).ravel(), 4)
+                assert all(np.isin(s[s > 1], flat).mean() < 0.01 for s in speeds), message.name
+        elif isinstance(message, sm.InputResponse) and message.payload is not None and message.payload.size >= theta:
+            weights += 1
+            assert message.payload.dtype.kind == "u", "a FedAvg input reached the server unmasked"
+    assert uploads and weights == 2 * 4  # every round's FedAvg input of every client was seen, masked
+
+
 def test_cnfgnn_over_grpc_equals_the_in_process_run(start_server):
     """CNFGNN's whole round structure (secure FedAvg, h_c uploads, per-batch h_G scatters and
     gradient uploads, secure error sums) across processes gives the in-process numbers bit for
@@ -64,12 +91,14 @@ def test_cnfgnn_over_grpc_equals_the_in_process_run(start_server):
     from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 
     options = dict(rounds=2, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=30, batch_size=16, server_batch_size=12)
-    run = start_server(clients=4, plan="cnfgnn", plan_options=tuple(f"{k}={v}" for k, v in options.items()))
+    run = start_server(clients=4, plan="cnfgnn", plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=("--transcript",))
     clients = [run.client("0-1"), run.client("2-3")]
     _, metrics = run.finish()
     for process in clients:
         assert process.wait(timeout=60) == 0, process.stdout.read()
-    local = simulate(CNFGNN(CNFGNNConfig(sensors=4, **options)), SecureSumConfig(backend=Backend.MASK)).metrics
+    plan = CNFGNN(CNFGNNConfig(sensors=4, **options))
+    _assert_transcript_has_no_readings_or_weights(run.out / "transcript.bin", plan)
+    local = simulate(plan, SecureSumConfig(backend=Backend.MASK)).metrics
     numbers = lambda m: [v for r in m["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [m["test_rmse"], m["test_mae"]]  # noqa: E731
     assert numbers(metrics) == numbers(local)
     assert metrics["elements_by_phase"] == local["elements_by_phase"]
