@@ -133,9 +133,12 @@ def _compare(args: argparse.Namespace) -> int:
     from secure_fedgraph.comparison import METHODS, TABLE_7, Budget, compare, markdown, write
     from secure_fedgraph.protocol.secure_sum import Backend
 
-    methods = TABLE_7 if args.methods is None else tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    if args.methods == "all":
+    if args.methods is None:
+        methods = TABLE_7
+    elif args.methods == "all":
         methods = tuple(METHODS)
+    else:
+        methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     budget = Budget(epochs=args.epochs, sensors=args.sensors, max_windows=args.max_windows, seed=args.seed)
     rows = compare(methods, budget, backend=Backend(args.backend), device=args.device, data_dir=args.data_dir, say=print)
     folder = write(rows, args.epochs, args.out)

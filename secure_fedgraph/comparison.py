@@ -127,7 +127,10 @@ def compare(
     if unknown or not methods:
         raise ConfigError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
     for method in methods:  # every configuration is checked before the first run starts
-        centralised_config(budget, device) if method.endswith("-centralised") else plan_for(method, budget, device)
+        if method.endswith("-centralised"):
+            centralised_config(budget, device)
+        else:
+            plan_for(method, budget, device)
     epochs = budget.epochs
     rows = []
     for name in methods:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, MaskConfig, SecureSumConfig
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
@@ -56,3 +55,21 @@ def read_vectors(name: str) -> list[dict[str, str]]:
         key, _, value = line.partition("=")
         current[key.strip()] = value.strip()
     return records
+
+
+def pooled_normalisation(raws) -> tuple[float, float]:
+    """DCRNN's training mean and std over all sensors, from each sensor's moments: the numbers
+    the plans' normalisation secure sum gives (reference for centralised recomputations)."""
+    moments = np.array([raw.training_moments() for raw in raws], dtype=np.float64)
+    mean = float(moments[:, 0].mean())
+    return mean, float(np.sqrt(moments[:, 1].mean() - mean**2))
+
+
+def assert_no_readings(name: str, tensors, speeds) -> None:
+    """No tensor in ``tensors`` carries a sensor's speed readings (mph, to 4 decimals): fewer
+    than 1% of any sensor's readings above 1 mph appear among its values."""
+    for value in tensors.values():
+        flat = np.round(np.asarray(value, dtype=np.float64).ravel(), 4)
+        for s in speeds:
+            s = np.round(np.asarray(s, dtype=np.float64).ravel(), 4)
+            assert np.isin(s[s > 1], flat).mean() < 0.01, name

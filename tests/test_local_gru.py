@@ -13,6 +13,7 @@ from secure_fedgraph.protocol.engine import derive_seed
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.simulate import simulate
 from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of
+from tests.helpers import pooled_normalisation
 
 CONFIG = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=40, max_local_steps=3, batch_size=16)
 
@@ -23,9 +24,7 @@ def test_local_gru_equals_each_sensor_training_alone():
     plan = LocalGRU(CONFIG)
     result = simulate(plan, SecureSumConfig(backend=Backend.PLAIN))
     raws = [plan.load_client_data(i, None) for i in plan.client_ids()]
-    moments = np.array([raw.training_moments() for raw in raws])
-    mean = moments[:, 0].mean()
-    std = float(np.sqrt(moments[:, 1].mean() - mean**2))
+    mean, std = pooled_normalisation(raws)
     initial = weights_of(plan._model())
     totals = []
     for i, raw in enumerate(raws):

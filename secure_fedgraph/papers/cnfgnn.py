@@ -37,7 +37,6 @@ per phase are in the run's metrics.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ import torch
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.papers.base import positive
+from secure_fedgraph.papers.base import positive, positive_number
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     check_sensors,
@@ -61,7 +60,7 @@ from secure_fedgraph.papers.traffic import (
 from secure_fedgraph.privacy import GaussianRows, epsilon_of
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
-from secure_fedgraph.training.device import DEVICES, resolve_device
+from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, rmse_mae, single_thread, train_local, weights_of
 
 VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
@@ -118,22 +117,17 @@ class CNFGNNConfig:
 
     def __post_init__(self) -> None:
         check_sensors(self.sensors)
-        if self.server_device not in DEVICES:
-            raise ConfigError(f"server_device must be one of {DEVICES}, got {self.server_device!r}")
+        check_device("server_device", self.server_device)
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         for name in ("rounds", "hidden_size", "client_rounds", "server_rounds", "batch_size", "server_batch_size", "gn_layers", "gn_hidden", "gn_update"):
             positive(name, getattr(self, name))
         positive("cl_decay_steps", self.cl_decay_steps, 0)
         for name in ("max_local_steps", "max_server_batches", "max_windows"):
-            if getattr(self, name) is not None:
-                positive(name, getattr(self, name))
+            positive(name, getattr(self, name), optional=True)
         for name in ("lr", "server_lr", "dp_clip"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-        if isinstance(self.dp_sigma, bool) or not isinstance(self.dp_sigma, int | float) or not (math.isfinite(self.dp_sigma) and self.dp_sigma >= 0):
-            raise ConfigError(f"dp_sigma must be a finite number >= 0, got {self.dp_sigma!r}")
+            positive_number(name, getattr(self, name))
+        positive_number("dp_sigma", self.dp_sigma, zero_ok=True)
         if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
             raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
 
@@ -275,7 +269,7 @@ class CNFGNN(SensorPlan):
                     step_graph_net(h_graph, grads)
                     through_graph = x.grad.cpu().numpy() * len(grads)
                     yield from ctx.scatter("dL/dh_c", {i: {"grad": through_graph[i]} for i in ctx.live})
-                count_release(dict.fromkeys(released), "train")  # each training window once per epoch
+                count_release(released, "train")  # each training window once per epoch
 
         def evaluate(split: str, windows: int):
             with ctx.phase("evaluation"):

@@ -29,9 +29,8 @@ from typing import ClassVar
 
 import torch
 
-from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GRUSeq2Seq
-from secure_fedgraph.papers.base import positive
+from secure_fedgraph.papers.base import positive, positive_number
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     check_sensors,
@@ -76,10 +75,8 @@ class FedAvgGRUConfig:
         positive("batch_size", self.batch_size)
         check_sensors(self.sensors)
         for name in ("max_local_steps", "max_windows"):
-            if getattr(self, name) is not None:
-                positive(name, getattr(self, name))
-        if not (isinstance(self.lr, float | int) and self.lr > 0):
-            raise ConfigError(f"lr must be > 0, got {self.lr!r}")
+            positive(name, getattr(self, name), optional=True)
+        positive_number("lr", self.lr)
 
 
 class FedAvgGRU(SensorPlan):

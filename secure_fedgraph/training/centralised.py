@@ -54,10 +54,10 @@ from secure_fedgraph.data import TrafficSplits, dcrnn_windows
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.papers.base import positive
+from secure_fedgraph.papers.base import positive, positive_number
 from secure_fedgraph.papers.traffic import METR_LA_SENSORS, check_sensors, dataset
 from secure_fedgraph.protocol.engine import derive_seed
-from secure_fedgraph.training.device import DEVICES, resolve_device
+from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, rmse_mae, single_thread
 
 GRU = "gru"
@@ -110,14 +110,11 @@ class CentralisedConfig:
             positive(name, getattr(self, name))
         positive("cl_decay_steps", self.cl_decay_steps, 0)
         for name in ("batch_size", "max_windows", "max_steps_per_epoch", "patience"):
-            if getattr(self, name) is not None:
-                positive(name, getattr(self, name))
-        if isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or not (math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"lr must be a finite number > 0, got {self.lr!r}")
+            positive(name, getattr(self, name), optional=True)
+        positive_number("lr", self.lr)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an int, got {self.seed!r}")
-        if self.device not in DEVICES:
-            raise ConfigError(f"device must be one of {DEVICES}, got {self.device!r}")
+        check_device("device", self.device)
 
     def batch_windows(self, baseline: str) -> int:
         """Windows per batch for ``baseline`` (``GRU`` or ``GRU_GN``)."""

@@ -10,14 +10,19 @@ from secure_fedgraph.errors import ConfigError
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def check_device(name: str, device: str) -> None:
+    """A config's device option is one of :data:`DEVICES` (whether CUDA is present is checked when used)."""
+    if device not in DEVICES:
+        raise ConfigError(f"{name} must be one of {DEVICES}, got {device!r}")
+
+
 def resolve_device(device: str) -> torch.device:
     """The torch device for a config's ``device`` ("auto": CUDA when available, else CPU).
 
     Raises:
         ConfigError: an unknown name, or "cuda" on a machine without CUDA.
     """
-    if device not in DEVICES:
-        raise ConfigError(f"device must be one of {DEVICES}, got {device!r}")
+    check_device("device", device)
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device 'cuda' was asked for but torch.cuda.is_available() is False; use 'auto' or 'cpu'")
     if device == "auto":
