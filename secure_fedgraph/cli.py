@@ -141,8 +141,8 @@ def _compare(args: argparse.Namespace) -> int:
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     budget = Budget(epochs=args.epochs, sensors=args.sensors, max_windows=args.max_windows, seed=args.seed)
     rows = compare(methods, budget, backend=Backend(args.backend), device=args.device, data_dir=args.data_dir, say=print)
-    folder = write(rows, args.epochs, args.out)
-    print(markdown(rows, args.epochs))
+    folder = write(rows, budget, args.out)
+    print(markdown(rows, budget))
     print(f"compare: results in {folder / 'comparison.md'} and {folder / 'comparison.json'}")
     return 0
 

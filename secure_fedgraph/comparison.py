@@ -131,12 +131,11 @@ def compare(
             centralised_config(budget, device)
         else:
             plan_for(method, budget, device)
-    epochs = budget.epochs
     rows = []
     for name in methods:
         method = METHODS[name]
         if say:
-            say(f"== {method.label}: {epochs} epoch(s)")
+            say(f"== {method.label}: {budget.epochs} epoch(s)")
         started = time.perf_counter()
         if name.endswith("-centralised"):
             details = _centralised(name, budget, device, data_dir, say)
@@ -149,21 +148,23 @@ def compare(
     return rows
 
 
-def markdown(rows: Sequence[Row], epochs: int) -> str:
-    """The rows as a Markdown table beside the paper's METR-LA RMSE."""
+def markdown(rows: Sequence[Row], budget: Budget) -> str:
+    """The rows as a Markdown table beside the paper's METR-LA RMSE, and the budget they had."""
     lines = ["| method | test RMSE | test MAE | val RMSE | seconds | paper RMSE (METR-LA, 4 months) |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.label} | {r.test_rmse:.3f} | {r.test_mae:.3f} | {r.val_rmse:.3f} | {r.seconds:.0f} | {r.paper_rmse:.3f} |")
-    lines.append(f"\n{epochs} epoch(s) per method on METR-LA's first week (2,016 steps, DCRNN split 70/10/20); "
+    sensors = "all 207 sensors" if budget.sensors is None else f"the first {budget.sensors} sensors"
+    windows = "all windows" if budget.max_windows is None else f"at most {budget.max_windows} windows per split"
+    lines.append(f"\n{budget.epochs} epoch(s) per method, {sensors}, {windows} (DCRNN split 70/10/20), seed {budget.seed}; "
                  "RMSE/MAE in mph, unmasked, pooled over all sensors and horizons.")
     return "\n".join(lines)
 
 
-def write(rows: Sequence[Row], epochs: int, out: str | os.PathLike) -> Path:
+def write(rows: Sequence[Row], budget: Budget, out: str | os.PathLike) -> Path:
     """RUN_DIR/comparison.json (every run's metrics) and comparison.md; returns the folder."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "comparison.json").write_text(json.dumps({"epochs": epochs, "rows": [asdict(r) for r in rows]}, indent=2, sort_keys=True, default=str))
-    (folder / "comparison.md").write_text(markdown(rows, epochs) + "\n")
+    (folder / "comparison.json").write_text(json.dumps({**asdict(budget), "rows": [asdict(r) for r in rows]}, indent=2, sort_keys=True, default=str))
+    (folder / "comparison.md").write_text(markdown(rows, budget) + "\n")
     return folder

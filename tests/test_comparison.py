@@ -42,7 +42,8 @@ def test_the_compare_command_writes_the_table(tmp_path, capsys):
                  "--backend", "plain", "--out", str(tmp_path)]) == 0
     table = (tmp_path / "comparison.md").read_text()
     saved = json.loads((tmp_path / "comparison.json").read_text())
-    assert [r["method"] for r in saved["rows"]] == ["fedavg-gru", "local-gru"] and saved["epochs"] == 1
+    assert [r["method"] for r in saved["rows"]] == ["fedavg-gru", "local-gru"] and (saved["epochs"], saved["sensors"], saved["max_windows"]) == (1, 3, 20)
+    assert "the first 3 sensors, at most 20 windows per split" in table
     for row in saved["rows"]:
         assert f"| {row['label']} | {row['test_rmse']:.3f} |" in table
     assert "GRU (63K) + FedAvg" in capsys.readouterr().out
