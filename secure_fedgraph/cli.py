@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
 from secure_fedgraph import __version__
@@ -34,7 +35,10 @@ def _plan(args: argparse.Namespace):
         key, sep, raw = item.partition("=")
         if not sep or key not in fields:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
-        values[key] = None if raw.lower() == "none" else json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
+        if raw.lower() in ("none", "true", "false"):
+            values[key] = json.loads(raw.lower().replace("none", "null"))
+        else:
+            values[key] = json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
     if args.clients is not None:
         values[cls.clients_field] = args.clients
     for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
@@ -116,17 +120,30 @@ def _run(args: argparse.Namespace) -> int:
     plan, secure = _plan(args), _secure_config(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if len(plan.client_ids()) == 1:
+        print(f"run: {plan.name} with one party holding all the data (no protocol, no server)")
+        started = time.perf_counter()
+        metrics = {**plan.run_alone(args.data_dir, say=print), "config": json.loads(plan.config_json()),
+                   "seconds": time.perf_counter() - started, "transport": "none (one party)"}
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
+        print(f"run: done in {metrics['seconds']:.1f} s: {_test_summary(metrics)}; metrics in {out / 'metrics.json'}")
+        return 0
     print(f"run: {plan.name} in one process, {len(plan.client_ids())} clients, {secure.backend.value} backend")
     result = simulate(plan, secure, data_dir=args.data_dir, say=print)
     metrics = {**result.metrics, "backend": secure.backend.value, "secure_sum": config_to_dict(secure),
                "config": json.loads(plan.config_json()), "seconds": result.seconds, "transport": "in-process"}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
-    summary = [f"test RMSE {metrics['test_rmse']:.3f}, MAE {metrics['test_mae']:.3f}"] if "test_rmse" in metrics else []
+    summary = [_test_summary(metrics)] if "test_rmse" in metrics else []
     if "privacy" in metrics:
         summary.append(f"epsilon {metrics['privacy']['epsilon_max']:.3g} at delta {metrics['privacy']['delta']:g} per client")
     summary.append(f"{human_bytes(metrics['bytes_up_total'])} up, {human_bytes(metrics['bytes_down_total'])} down")
     print(f"run: done in {result.seconds:.1f} s: {'; '.join(summary)}; metrics in {out / 'metrics.json'}")
     return 0
+
+
+def _test_summary(metrics: dict) -> str:
+    mape = f", MAPE {metrics['test_mape']:.2f}%" if "test_mape" in metrics else ""
+    return f"test RMSE {metrics['test_rmse']:.3f}, MAE {metrics['test_mae']:.3f}{mape}"
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -193,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a paper's plan with every party in this process",
                               description="Run a plan end to end in one process (the in-process transport: the same plan, messages "
                               "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
-    run.add_argument("plan", help="plan name: cnfgnn, fedavg-gru, local-gru or fedavg-vector")
+    run.add_argument("plan", help="plan name: cnfgnn, fedstgd, fedavg-gru, local-gru or fedavg-vector")
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
@@ -232,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
-    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedavg-gru, local-gru or fedavg-vector")
+    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedstgd, fedavg-gru, local-gru or fedavg-vector")
     server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, MaskConfig, SecureSumConfig
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
@@ -73,3 +75,20 @@ def assert_no_readings(name: str, tensors, speeds) -> None:
         for s in speeds:
             s = np.round(np.asarray(s, dtype=np.float64).ravel(), 4)
             assert np.isin(s[s > 1], flat).mean() < 0.01, name
+
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _hzmetro_dir() -> Path | None:
+    """$SECURE_FEDGRAPH_DATA, else ../shared/data beside the repository, if it holds HZMetro."""
+    from secure_fedgraph.data import HZMetro
+
+    for candidate in (os.environ.get("SECURE_FEDGRAPH_DATA"), SHARED_DATA):
+        if candidate and all((Path(candidate) / "hzmetro" / f).is_file() for f in HZMetro.raw_files):
+            return Path(candidate)
+    return None
+
+
+HZMETRO_DIR = _hzmetro_dir()
+needs_hzmetro = pytest.mark.skipif(HZMETRO_DIR is None, reason="HZMetro not found under $SECURE_FEDGRAPH_DATA or ../shared/data")

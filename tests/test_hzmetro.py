@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import pickle
 import shutil
 from pathlib import Path
@@ -20,19 +19,10 @@ import pytest
 from secure_fedgraph.data import HZMetro, MetroWindows, hzmetro, metro_windows, partition_stations
 from secure_fedgraph.data.hzmetro import ZScore, masked_error_sums, pooled_errors, series_from_windows
 from secure_fedgraph.errors import DataNotFoundError
+from tests.helpers import HZMETRO_DIR, needs_hzmetro
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def _data_dir() -> Path | None:
-    for candidate in (os.environ.get("SECURE_FEDGRAPH_DATA"), SHARED_DATA):
-        if candidate and all((Path(candidate) / "hzmetro" / f).is_file() for f in HZMetro.raw_files):
-            return Path(candidate)
-    return None
-
-
-DATA_DIR = _data_dir()
-needs_data = pytest.mark.skipif(DATA_DIR is None, reason="HZMetro not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+DATA_DIR = HZMETRO_DIR
+needs_data = needs_hzmetro
 
 
 @pytest.fixture(scope="module")

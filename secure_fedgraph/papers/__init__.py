@@ -4,9 +4,10 @@ the runtimes use to find a plan by name."""
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.papers.cnfgnn import CNFGNN
 from secure_fedgraph.papers.fedavg import FedAvgGRU, LocalGRU
+from secure_fedgraph.papers.fedstgd import FedSTGD
 from secure_fedgraph.papers.synthetic import FedAvgVector
 
-PLANS: dict[str, type[Plan]] = {cls.name: cls for cls in (FedAvgGRU, LocalGRU, FedAvgVector, CNFGNN)}
+PLANS: dict[str, type[Plan]] = {cls.name: cls for cls in (FedAvgGRU, LocalGRU, FedAvgVector, CNFGNN, FedSTGD)}
 
 
 def plan_class(name: str) -> type[Plan]:
@@ -19,4 +20,4 @@ def plan_class(name: str) -> type[Plan]:
         raise ConfigError(f"unknown plan {name!r}; known plans: {', '.join(sorted(PLANS))}") from None
 
 
-__all__ = ["PLANS", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "LocalGRU", "plan_class"]
+__all__ = ["PLANS", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU", "plan_class"]

@@ -52,6 +52,11 @@ class Plan(ABC):
         """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
         return None
 
+    def run_alone(self, data_dir: str | os.PathLike | None, say=None) -> dict:
+        """A one-party run with no protocol (a centralised baseline), for plans that have one;
+        ``secure-fedgraph run`` calls it when the plan has a single client."""
+        raise ConfigError(f"plan {self.name} has no one-party run: it needs at least 2 clients")
+
     def config_json(self) -> str:
         return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)
 

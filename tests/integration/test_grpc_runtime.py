@@ -21,7 +21,7 @@ from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.simulate import simulate
-from tests.helpers import assert_no_readings
+from tests.helpers import HZMETRO_DIR, assert_no_readings, needs_hzmetro
 
 TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")
 
@@ -103,6 +103,28 @@ def test_cnfgnn_over_grpc_equals_the_in_process_run(start_server):
     assert set(metrics["bytes_up_by_phase"]) >= {"set-up", "fedavg", "split learning", "evaluation"}  # "other": the welcome and the end
     assert metrics["bytes_up_by_phase"]["split learning"] >= 4 * metrics["elements_by_phase"]["split learning"]["up"]
     assert all("split learning" in row["bytes_down_by_phase"] for row in metrics["round_log"])
+
+
+@needs_hzmetro
+def test_fedstgd_over_grpc_equals_the_in_process_run(start_server):
+    """FedSTGD's 32 secure sums per training batch (P/Q forward, their gradients backward), the
+    secure FedAvg and the error sums, across three client processes, give the in-process numbers
+    bit for bit (the mask backend's sums are exact in the ring)."""
+    from secure_fedgraph.papers import FedSTGD
+    from secure_fedgraph.papers.fedstgd import FedSTGDConfig
+
+    options = dict(rounds=1, hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=16, batch_size=8, eval_batch_size=16)
+    run = start_server(clients=3, plan="fedstgd", plan_options=tuple(f"{k}={v}" for k, v in options.items()))
+    clients = [run.client(ids, "--data-dir", str(HZMETRO_DIR)) for ids in ("0", "1", "2")]
+    _, metrics = run.finish()
+    for process in clients:
+        assert process.wait(timeout=60) == 0, process.stdout.read()
+    local = simulate(FedSTGD(FedSTGDConfig(clients=3, **options)), SecureSumConfig(backend=Backend.MASK), data_dir=HZMETRO_DIR).metrics
+    numbers = lambda m: [v for r in m["rounds"] for v in (r["rmse"], r["mae"], r["mape"])] + [m["test_rmse"], m["test_mae"], m["test_mape"]]  # noqa: E731
+    assert numbers(metrics) == numbers(local)
+    assert metrics["cost"] == local["cost"] and metrics["cost"]["secure_sums_per_batch"] == 32
+    assert metrics["elements_by_phase"] == local["elements_by_phase"]
+    assert metrics["bytes_up_by_phase"]["training"] >= 8 * metrics["elements_by_phase"]["training"]["up"]
 
 
 def test_mtls_refuses_strangers_and_impostors_and_keeps_serving(start_server, tmp_path):

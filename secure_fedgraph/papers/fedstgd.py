@@ -1,0 +1,413 @@
+"""FedSTGD (Wang et al., AAAI 2026), Algorithm 1, as a protocol: M clients each hold a block of
+HZMetro's stations; the cross-client graph term is computed through secure sums, forward and
+backward.
+
+Algorithm (numbers match the comments in the code):
+  0. Set-up: each client contributes the sum, sum of squares and count of its training inputs;
+     the secure sum gives TGCRN's single z-score. The server initialises the global
+     parameters Θ and E_τ (seeded) and broadcasts them; every client draws its private E_v.
+  Each global round r_g (Algorithm 1, lines 8-14):
+  1. R_l local epochs over the training windows in batches, in one order shared by every
+     client (the run seed and the epoch; otherwise the summed terms would mix windows). Per
+     batch, at every GRU step t and k in {1, 2}, every client sends P_kj and Q_kj (eqs. 22,
+     23, step 1) to one secure sum and uses the sums (step 3) in eqs. 13 to 16.
+  2. Backward, with ``gradients="exact"``: for the same sums in reverse order every client
+     sends dL_i/dS; the sum G is the gradient of the total loss with respect to each
+     client's contribution (training/sum_tape.py). With "detached", G is not computed (the
+     gradient reaches a client's own contribution only through its own use of S, as in
+     FedGTP's socket deployment). Every client steps its Adam (L2 ``weight_decay``).
+  3. FedAvg: a secure sum of Θ and E_τ; every client loads sum / contributors (unweighted);
+     E_v stays private.
+  4. Validation: the forward sums over the validation windows, then a secure sum of each
+     client's masked error sums; only the pooled RMSE, MAE and MAPE are released.
+  5. After the last round: the same for the test windows.
+
+Ablations (Table 3): ``gnea=False`` uses E_v itself in Γ ("w/o GNEA"); ``inter_client=False``
+sums each client's own terms only, with no P/Q secure sum ("w/o -,All": every client alone,
+with FedAvg). The centralised upper bound is :func:`secure_fedgraph.training.fedstgd_centralised`.
+
+The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
+Model choices the paper leaves open are listed in models/fedstgd.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, masked_error_sums, metro_windows, partition_stations, pooled_errors
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, slots_of
+from secure_fedgraph.papers.base import Plan, positive, positive_number
+from secure_fedgraph.protocol.collectives import Receive, SecureSum
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
+from secure_fedgraph.training.forecasting import load_weights
+from secure_fedgraph.training.sum_tape import SumTape
+
+N_STATIONS = 80
+GRADIENTS = ("exact", "detached")
+ADJACENCIES = ("decomposed", "exact")
+NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
+ERRORS = ("sse", "sae", "sape", "count")
+
+
+def errors_spec(name: str) -> SumSpec:
+    """The secure sum of masked error statistics called ``name`` ("validation", "test")."""
+    return SumSpec(name, tuple(TensorSpec(k, (1,)) for k in ERRORS), clip_range=1e12)
+
+
+@dataclass(frozen=True)
+class FedSTGDConfig:
+    """Options of the fedstgd plan (``--set KEY=VALUE``); defaults are the paper's.
+
+    Attributes:
+        clients: M, the number of clients; client i holds the i-th contiguous block of
+            HZMetro's 80 stations (data/hzmetro.py: partition_stations).
+        rounds: global rounds R_g.
+        local_epochs: local epochs R_l per round.
+        gradients: "exact" (a second secure sum per P/Q sum) or "detached".
+        gnea: graph node embedding augmentation (eqs. 19-20); False is "w/o GNEA".
+        inter_client: P/Q sums over all clients; False is "w/o -,All" (each client alone).
+        adjacency: "decomposed" (eq. 21) or "exact" (TGCRN's eq. 5 graph, needing every
+            station in one model: the centralised upper bound, ``clients=1``).
+        batch_size: training windows per batch (16).
+        eval_batch_size: windows per batch in validation and test.
+        lr, weight_decay: Adam's learning rate and L2 penalty (1e-3, 1e-4).
+        lr_decay, milestones: the learning rate is multiplied by ``lr_decay`` at these epochs.
+        hidden, node_dim, time_dim, embed_rank: GRU units, d_N, d_T and the rank of the
+            node-time embedding that generates TGCRN's adaptive weights.
+        train_days, val_days, test_days: chronological split of the 7 days.
+        max_windows: keep only the first windows of each split (small test runs).
+        forward_clip, gradient_clip: clipping ranges of the P/Q sums and of their gradient
+            sums (the gradient sums carry dL/dS times the batch's number of loss terms).
+        seed: run seed (global initialisation, private embeddings, batch order).
+    """
+
+    clients: int = 4
+    rounds: int = 3
+    local_epochs: int = 1
+    gradients: str = "exact"
+    gnea: bool = True
+    inter_client: bool = True
+    adjacency: str = "decomposed"
+    batch_size: int = 16
+    eval_batch_size: int = 66
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    lr_decay: float = 0.3
+    milestones: tuple[int, ...] = (5, 20, 40, 70, 90)
+    hidden: int = 64
+    node_dim: int = 64
+    time_dim: int = 64
+    embed_rank: int = 8
+    train_days: int = 5
+    val_days: int = 1
+    test_days: int = 1
+    max_windows: int | None = None
+    forward_clip: float = 1e4
+    gradient_clip: float = 1e6
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        positive("clients", self.clients)
+        if self.clients > N_STATIONS:
+            raise ConfigError(f"clients must be at most the {N_STATIONS} stations, got {self.clients}")
+        for name in ("rounds", "local_epochs", "batch_size", "eval_batch_size", "hidden", "node_dim", "time_dim", "embed_rank",
+                     "train_days", "val_days", "test_days"):
+            positive(name, getattr(self, name))
+        positive("max_windows", self.max_windows, optional=True)
+        if self.train_days + self.val_days + self.test_days != 7:
+            raise ConfigError(f"train_days + val_days + test_days must be HZMetro's 7 available days, got "
+                              f"{self.train_days} + {self.val_days} + {self.test_days}")
+        if self.adjacency not in ADJACENCIES:
+            raise ConfigError(f"adjacency must be one of {ADJACENCIES}, got {self.adjacency!r}")
+        if self.adjacency == "exact" and self.clients != 1:
+            raise ConfigError(f"adjacency='exact' is the centralised model: it needs clients=1, got {self.clients}")
+        if self.gradients not in GRADIENTS:
+            raise ConfigError(f"gradients must be one of {GRADIENTS}, got {self.gradients!r}")
+        for name in ("gnea", "inter_client"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("lr", "lr_decay", "forward_clip", "gradient_clip"):
+            positive_number(name, getattr(self, name))
+        positive_number("weight_decay", self.weight_decay, zero_ok=True)
+        milestones = tuple(self.milestones) if isinstance(self.milestones, list | tuple) else self.milestones
+        if not isinstance(milestones, tuple) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in milestones):
+            raise ConfigError(f"milestones must be a list of epochs >= 1, got {self.milestones!r}")
+        object.__setattr__(self, "milestones", milestones)
+
+    @property
+    def cross_client(self) -> bool:
+        """Whether P/Q go through secure sums (not "w/o -,All", and more than one client)."""
+        return self.inter_client and self.clients > 1
+
+    @property
+    def shape(self) -> ModelShape:
+        return ModelShape(hidden=self.hidden, node_dim=self.node_dim, time_dim=self.time_dim, embed_rank=self.embed_rank, gnea=self.gnea)
+
+    def windows(self, split: str) -> int:
+        """Windows in a split: 66 per day (4 in, 4 out, never across days), capped."""
+        s = self.shape
+        days = {"train": self.train_days, "val": self.val_days, "test": self.test_days}[split]
+        count = days * (STEPS_PER_DAY - s.steps_in - s.steps_out + 1)
+        return count if self.max_windows is None else min(count, self.max_windows)
+
+    def batches(self, split: str) -> list[int]:
+        """The size of every batch of a split (the last may be smaller)."""
+        size = self.batch_size if split == "train" else self.eval_batch_size
+        count = self.windows(split)
+        return [min(size, count - start) for start in range(0, count, size)]
+
+    def sums_per_batch(self, *, training: bool = True) -> int:
+        """Secure sums per batch: one per GRU step and k, twice with exact gradients."""
+        if not self.cross_client:
+            return 0
+        return self.shape.n_sums * (2 if training and self.gradients == "exact" else 1)
+
+    def forward_spec(self, index: int, batch: int) -> SumSpec:
+        return SumSpec.of("pq", {k: np.zeros(v) for k, v in self.shape.sum_shapes(index, batch).items()}, clip_range=self.forward_clip)
+
+    def gradient_spec(self, index: int, batch: int) -> SumSpec:
+        return SumSpec.of("pq-grad", {k: np.zeros(v) for k, v in self.shape.sum_shapes(index, batch).items()}, clip_range=self.gradient_clip)
+
+
+@functools.lru_cache(maxsize=2)
+def _splits(data_dir: str | None, train_days: int, val_days: int, test_days: int) -> MetroSplits:
+    return metro_windows(HZMetro.load(data_dir), train_days=train_days, val_days=val_days, test_days=test_days)
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """What one client reads: the raw windows of its own stations (passenger counts)."""
+
+    stations: np.ndarray
+    splits: MetroSplits
+
+
+def client_model(config: FedSTGDConfig, client_id: int, n_stations: int) -> FedSTGDModel:
+    """Client ``client_id``'s model: the server's seeded global initialisation (what the
+    broadcast carries) and its own private E_v."""
+    model = FedSTGDModel(config.shape, n_stations, N_STATIONS, adjacency=config.adjacency)
+    model.reset_parameters(torch.Generator().manual_seed(derive_seed(config.seed, "server", "initial model")))
+    model.reset_private(torch.Generator().manual_seed(derive_seed(config.seed, "client", client_id, "node embedding")))
+    return model
+
+
+def initial_weights(config: FedSTGDConfig) -> dict[str, np.ndarray]:
+    """Θ and E_τ as the server initialises them (seeded; Algorithm 1, line 5)."""
+    model = FedSTGDModel(config.shape, 1, N_STATIONS)  # E_v is not global: its size is irrelevant here
+    model.reset_parameters(torch.Generator().manual_seed(derive_seed(config.seed, "server", "initial model")))
+    return {k: v.numpy() for k, v in model.global_state().items()}
+
+
+def batch_order(config: FedSTGDConfig, epoch: int) -> np.ndarray:
+    """The training windows' order in ``epoch``: one order for every client (shared seed)."""
+    return np.random.default_rng(derive_seed(config.seed, "batch order", epoch)).permutation(config.windows("train"))
+
+
+def window_batch(windows, indices: np.ndarray) -> tuple[torch.Tensor, np.ndarray, torch.Tensor]:
+    """x (normalised, tensor), y (counts, numpy) and time slots of the windows ``indices``."""
+    x = torch.as_tensor(windows.x[indices], dtype=torch.float32)
+    return x, windows.y[indices], slots_of(windows.x_slot[indices], windows.y_slot[indices])
+
+
+def l1_loss(model: FedSTGDModel, prediction: torch.Tensor, target: np.ndarray, scaler: ZScore) -> torch.Tensor:
+    """This client's share of TGCRN's L1 loss on de-normalised values: its absolute errors over
+    the number of loss terms of all clients, so the clients' losses add up to the pooled mean."""
+    mean = torch.as_tensor(scaler.mean, dtype=prediction.dtype)
+    std = torch.as_tensor(scaler.std, dtype=prediction.dtype)
+    terms = target.shape[0] * target.shape[1] * model.n_total * target.shape[3]
+    return (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs().sum() / terms
+
+
+class FedSTGD(Plan):
+    name = "fedstgd"
+    Config = FedSTGDConfig
+    clients_field: ClassVar[str] = "clients"
+
+    def client_ids(self) -> list[int]:
+        return list(range(self.config.clients))
+
+    def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> ClientData:
+        c = self.config
+        stations = partition_stations(c.clients, N_STATIONS)[client_id]
+        splits = _splits(None if data_dir is None else str(data_dir), c.train_days, c.val_days, c.test_days)
+        if c.max_windows is not None:
+            cap = c.max_windows
+            splits = MetroSplits(*(type(w)(w.x[:cap], w.y[:cap], w.x_time[:cap], w.y_time[:cap]) for w in (splits.train, splits.val, splits.test)))
+        return ClientData(stations, splits.stations(stations))
+
+    def run_alone(self, data_dir: str | os.PathLike | None, say=None) -> dict[str, Any]:
+        """``--clients 1``: the centralised upper bound (:func:`centralised`)."""
+        return centralised(self.config, data_dir, say=say)
+
+    # -- server ---------------------------------------------------------------------------------
+
+    def server(self, ctx: ServerContext):
+        c = self.config
+        global_weights = initial_weights(c)
+        with ctx.phase("set-up"):
+            yield from ctx.start_round(0)
+            yield from ctx.secure_sum(NORMALISATION)  # 0.
+            yield from ctx.broadcast("model", global_weights)
+        history, batches = [], 0
+        for r in range(c.rounds):
+            if r:
+                with ctx.phase("set-up"):
+                    yield from ctx.start_round(r)
+            with ctx.phase("training"):
+                for _ in range(c.local_epochs):
+                    for size in c.batches("train"):  # 1.-2.
+                        yield from self._server_batch(ctx, size, training=True)
+                        batches += 1
+            with ctx.phase("fedavg"):
+                yield from ctx.secure_sum(SumSpec.of("weights", global_weights))  # 3.
+            with ctx.phase("evaluation"):
+                errors = yield from self._server_evaluation(ctx, "val")  # 4.
+            history.append({"round": r, "clients": len(ctx.live), **errors})
+            ctx.report(r, clients=len(ctx.live), val_rmse=errors["rmse"], val_mae=errors["mae"], val_mape=errors["mape"])
+        with ctx.phase("evaluation"):
+            test = yield from self._server_evaluation(ctx, "test")  # 5.
+        per_batch = {
+            "secure_sums_per_batch": c.sums_per_batch(),
+            "elements_up_per_client_per_batch": self._elements_per_batch(),
+            "training_batches": batches,
+        }
+        return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
+                "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
+
+    def _server_batch(self, ctx: ServerContext, size: int, *, training: bool):
+        c = self.config
+        if not c.cross_client:
+            return
+        for index in range(c.shape.n_sums):
+            yield from ctx.secure_sum(c.forward_spec(index, size))
+        if training and c.gradients == "exact":
+            for index in reversed(range(c.shape.n_sums)):
+                yield from ctx.secure_sum(c.gradient_spec(index, size))
+
+    def _server_evaluation(self, ctx: ServerContext, split: str):
+        for size in self.config.batches(split):
+            yield from self._server_batch(ctx, size, training=False)
+        name = "validation" if split == "val" else "test"
+        totals = yield from ctx.release((yield from ctx.secure_sum(errors_spec(name))))
+        errors = pooled_errors(totals)
+        return {"rmse": errors.rmse, "mae": errors.mae, "mape": errors.mape_percent}
+
+    def _elements_per_batch(self) -> int:
+        c = self.config
+        if not c.cross_client:
+            return 0
+        forward = sum(c.forward_spec(i, c.batch_size).size for i in range(c.shape.n_sums))
+        return forward * (2 if c.gradients == "exact" else 1)
+
+    # -- client ---------------------------------------------------------------------------------
+
+    def client(self, ctx: ClientContext):
+        c = self.config
+        data: ClientData = ctx.data
+        moments = yield ctx.secure_sum(NORMALISATION.name, data.splits.training_sums())  # 0.
+        scaler = ZScore.from_sums(moments.values)
+        splits = data.splits.normalised(scaler)
+        model = client_model(c, ctx.client_id, len(data.stations))
+        load_weights_global(model, (yield ctx.receive("model")))
+        optimiser = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, list(c.milestones), gamma=c.lr_decay)
+        for r in range(c.rounds):
+            for e in range(c.local_epochs):
+                order = batch_order(c, r * c.local_epochs + e)
+                for start in range(0, len(order), c.batch_size):  # 1.-2.
+                    x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
+                    yield from self._client_step(ctx, model, optimiser, x, y, slots, scaler)
+                schedule.step()
+            total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
+            load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+            yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
+        yield from self._client_evaluation(ctx, model, splits.test, scaler, "test")  # 5.
+
+    def _client_step(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
+        c = self.config
+        tape = SumTape()
+        constants = model.batch_constants(slots)
+        prediction = yield from self._sums(ctx, tape.forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums), "pq")
+        loss = l1_loss(model, prediction, y, scaler)
+        optimiser.zero_grad()
+        terms = float(np.prod(y.shape[:2])) * N_STATIONS * y.shape[3]  # the gradient sums carry dL/dS * terms
+        yield from self._sums(ctx, tape.backward(loss, exact=c.gradients == "exact"), "pq-grad", scale=terms)
+        optimiser.step()
+
+    def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):
+        c = self.config
+        totals = {k: np.zeros(1) for k in ERRORS}
+        for start in range(0, len(windows), c.eval_batch_size):
+            x, y, slots = window_batch(windows, np.arange(start, min(start + c.eval_batch_size, len(windows))))
+            with torch.no_grad():
+                constants = model.batch_constants(slots)
+            steps = SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums, grad=False)
+            prediction = yield from self._sums(ctx, steps, "pq")
+            sums = masked_error_sums(scaler.inverse(prediction.numpy()), y)
+            totals = {k: totals[k] + sums[k] for k in ERRORS}
+        yield ctx.secure_sum(name, totals)
+
+    def _sums(self, ctx: ClientContext, tape_steps, name: str, *, scale: float = 1.0):
+        """Drive a tape generator: each value goes to a secure sum (or, without inter-client
+        dependencies, is this client's own sum). ``scale`` keeps small gradients well above the
+        fixed-point resolution: values are multiplied by it before the sum, divided after."""
+        try:
+            value = next(tape_steps)
+            while True:
+                if self.config.cross_client:
+                    result = yield ctx.secure_sum(name, {k: v * scale for k, v in value.items()})
+                    value = {k: v / scale for k, v in result.values.items()}
+                value = tape_steps.send(value)
+        except StopIteration as stop:
+            return stop.value
+
+
+def load_weights_global(model: FedSTGDModel, weights: dict[str, Any]) -> None:
+    """Load FedAvg'ed global weights, keeping the private node embedding."""
+    load_weights(model, {**weights, "node_embedding": model.node_embedding.detach().numpy()})
+
+
+def centralised(config: FedSTGDConfig, data_dir: str | os.PathLike | None = None, *, say=None) -> dict[str, Any]:
+    """The centralised upper bound of Table 3: one party holding all 80 stations runs the
+    client side of the plan, every sum being its own value and no server involved. With
+    ``adjacency="exact"`` its graph is TGCRN's eq. 5, with no decomposition.
+
+    Returns the metrics a federated run reports (per-round validation errors and the test
+    errors), so the two sit side by side."""
+    if config.clients != 1:
+        raise ConfigError(f"the centralised model holds every station: clients must be 1, got {config.clients}")
+    plan = FedSTGD(config)
+    steps = plan.client(ClientContext(0, config.seed, plan.load_client_data(0, data_dir)))
+    history, test = [], None
+    need = next(steps)
+    while True:
+        if isinstance(need, Receive):
+            value = initial_weights(config)
+        elif isinstance(need, SecureSum):
+            tensors = {k: as_array(v).astype(np.float64) for k, v in need.tensors.items()}
+            value = SumResult(SumSpec.of(need.name, tensors), tensors, frozenset({0}), 0, 0.0)
+            if need.name in ("validation", "test"):
+                e = pooled_errors(tensors)
+                errors = {"rmse": e.rmse, "mae": e.mae, "mape": e.mape_percent}
+                if need.name == "test":
+                    test = errors
+                else:
+                    history.append({"round": len(history), "clients": 1, **errors})
+                    if say is not None:
+                        say(f"round {len(history)}: val rmse {e.rmse:.3f}, val mae {e.mae:.3f}, val mape {e.mape_percent:.3f}")
+        else:
+            raise ConfigError(f"the centralised run has no server to answer {need!r}")
+        try:
+            need = steps.send(value)
+        except StopIteration:
+            break
+    return {"plan": "fedstgd-centralised", "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
+            "test_mape": test["mape"], "clients": 1}

@@ -1,0 +1,112 @@
+"""Backpropagation through cross-client sums, one client at a time.
+
+A model split across clients computes S = sum_j c_j (its contributions) and uses S again.
+Since dS/dc_j is the identity for every j, the exact gradient of the total loss sum_i L_i with
+respect to client j's contribution is G = sum_i dL_i/dS: one more sum, of each client's
+gradient with respect to S (../shared/DESIGN.md, "FedSTGD through secure sums, both ways").
+
+:func:`forward` runs a model written as segments between sums (``segment(index, state,
+summed) -> (state, contribution)``), cutting the autograd graph at every sum: the carried
+state and the sum enter each segment as fresh leaves. :func:`backward` then walks the
+segments in reverse. For each it backpropagates the gradients of that segment's outputs (the
+next segment's leaf gradients, and G for its contribution), which leaves dL_i/dS on the sum's
+leaf; that is sent to a second sum, whose result is G for the segment before. Both functions
+are generators that yield what is to be summed and are sent the sum, so the caller decides
+what a sum is: a secure sum (a plan), the client's own value (no inter-client sums), or
+nothing at all (``exact=False``: the detached variant of FedGTP's socket deployment, where G is
+taken as zero and gradients reach a client's contributions only through its own use of S).
+
+A segment may also use tensors computed once per batch from parameters and public inputs
+(the ``constants``); every segment's backward keeps the graph, so their gradients add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Segment = Callable[[int, dict[str, Tensor], dict[str, Tensor] | None], tuple[dict[str, Tensor], dict[str, Tensor] | None]]
+Sums = Generator[dict[str, np.ndarray], Mapping[str, np.ndarray], Tensor | None]
+
+
+@dataclass(eq=False)
+class _Cut:
+    inputs: dict[str, Tensor]  # the carried state, as leaves
+    summed: dict[str, Tensor] | None  # the previous sum, as leaves
+    outputs: dict[str, Tensor]
+    contribution: dict[str, Tensor] | None
+
+
+class SumTape:
+    """One client's segments of one forward pass, kept for :meth:`backward`."""
+
+    def __init__(self) -> None:
+        self.cuts: list[_Cut] = []
+
+    def forward(self, segment: Segment, n_sums: int, *, grad: bool = True) -> Sums:
+        """Run segments 0 .. n_sums; yield each contribution (float64 numpy), receive the sum.
+        Returns the last segment's ``prediction`` (attached to the graph with ``grad``).
+
+        ``grad=False`` (evaluation) runs each segment under ``torch.no_grad`` and keeps no
+        tape. The grad mode is set per segment, never held across a yield: the generator is
+        suspended while other clients' code runs in the same thread."""
+        self.cuts = []
+        state: dict[str, Tensor] = {}
+        summed: dict[str, Tensor] | None = None
+        for index in range(n_sums + 1):
+            inputs = {k: v.detach().requires_grad_(v.requires_grad) for k, v in state.items()}
+            with torch.set_grad_enabled(grad):
+                state, contribution = segment(index, inputs, summed)
+            if grad:
+                self.cuts.append(_Cut(inputs, summed, state, contribution))
+            if index == n_sums:
+                break
+            total = yield {k: v.detach().double().numpy() for k, v in contribution.items()}
+            summed = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype).requires_grad_(grad) for k, v in contribution.items()}
+        return state["prediction"]
+
+    def backward(self, loss: Tensor, *, exact: bool = True) -> Sums:
+        """Accumulate every parameter's gradient of this client's ``loss`` plus, with
+        ``exact``, the other clients' losses through this client's contributions. Yields
+        dL/dS for each sum, last first, and is sent G = the sum of those over clients."""
+        tensors, grads = [loss], [torch.ones_like(loss)]
+        received: dict[str, Tensor] | None = None
+        for index in reversed(range(len(self.cuts))):
+            cut = self.cuts[index]
+            if index < len(self.cuts) - 1:
+                tensors, grads = [], []
+                for name, leaf in self.cuts[index + 1].inputs.items():
+                    if leaf.grad is not None:
+                        tensors.append(cut.outputs[name])
+                        grads.append(leaf.grad)
+                if received is not None:
+                    for name, value in cut.contribution.items():
+                        tensors.append(value)
+                        grads.append(received[name])
+            if tensors:
+                torch.autograd.backward(tensors, grads, retain_graph=True)
+            if cut.summed is None:
+                continue
+            gradient = {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in cut.summed.items()}
+            if exact:
+                total = yield {k: v.double().numpy() for k, v in gradient.items()}
+                received = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype) for k, v in gradient.items()}
+            else:
+                received = None
+        self.cuts = []
+        return None
+
+
+def alone(sums: Sums):
+    """Drive a tape generator with no other client: every sum is this client's own value
+    (the "w/o inter-client dependencies" ablation, and one-client centralised training)."""
+    try:
+        value = next(sums)
+        while True:
+            value = sums.send(value)
+    except StopIteration as stop:
+        return stop.value

@@ -1,0 +1,229 @@
+"""FedSTGD: Theorem 1, the decomposition of eq. 21, exact gradients through the sums, and the
+plan (mask equals plain, cost counts, ablations, the centralised run)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, aggregate, contribution, direct_graph_term, gamma
+from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, batch_order, centralised
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.messages import InputResponse
+from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.simulate import simulate
+from secure_fedgraph.training.sum_tape import SumTape
+from tests.helpers import HZMETRO_DIR, needs_hzmetro
+
+TINY = dict(hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=16, batch_size=8, eval_batch_size=16)
+
+
+def _softmax_rows(*shape, generator):
+    return torch.softmax(torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1)
+
+
+def test_theorem_1_gamma_products_equal_the_hadamard_form():
+    g = torch.Generator().manual_seed(0)
+    batch, n_i, n_j, d, d_e = 3, 5, 7, 4, 6
+    f_i, f_j = torch.randn(batch, n_i, d, generator=g, dtype=torch.float64), torch.randn(batch, n_j, d, generator=g, dtype=torch.float64)
+    e_i, e_j = torch.randn(n_i, d_e, generator=g, dtype=torch.float64), torch.randn(n_j, d_e, generator=g, dtype=torch.float64)
+    hadamard = (f_i @ f_j.transpose(1, 2)) * (e_i @ e_j.T)
+    products = gamma(f_i, e_i) @ gamma(f_j, e_j).transpose(1, 2)
+    torch.testing.assert_close(products, hadamard, rtol=1e-12, atol=1e-12)
+    # the columns are w_k ⊙ v_l in lexicographic (k, l) order, as the theorem defines Γ
+    assert gamma(f_i, e_i).shape == (batch, n_i, d * d_e)
+    torch.testing.assert_close(gamma(f_i, e_i)[..., 2 * d_e + 5], f_i[..., 2] * e_i[:, 5])
+
+
+def test_the_decomposed_graph_term_equals_eq_21_computed_on_pooled_data():
+    """Each client's P/Q contributions, summed, give exactly its rows of eq. 21 computed with the
+    full N x N matrix over all clients' stations (steps 1-3 of eqs. 22 and 23)."""
+    g = torch.Generator().manual_seed(1)
+    sizes, batch, width = (3, 5, 4), 2, 6
+    mlps = [_softmax_rows(batch, n, 4, generator=g) for n in sizes]
+    embeddings = [_softmax_rows(n, 4, generator=g) for n in sizes]
+    inputs = [torch.randn(batch, n, width, generator=g, dtype=torch.float64) for n in sizes]
+    eta = torch.randn(batch, generator=g, dtype=torch.float64)
+    gammas = [gamma(m, e) for m, e in zip(mlps, embeddings)]
+    parts = [contribution(m, gm, x) for m, gm, x in zip(mlps, gammas, inputs)]
+    sums = {k: sum(p[k] for p in parts) for k in ("P", "Q")}
+    direct = direct_graph_term(torch.cat(mlps, 1), torch.cat(embeddings, 0), eta, torch.cat(inputs, 1))
+    rows = np.cumsum((0,) + sizes)
+    for i in range(len(sizes)):
+        decomposed = aggregate(mlps[i], gammas[i], eta, sums, sum(sizes))
+        torch.testing.assert_close(decomposed, direct[:, rows[i] : rows[i + 1]], rtol=1e-12, atol=1e-12)
+    assert sums["P"].shape == (batch, 4, width) and sums["Q"].shape == (batch, 16, width)  # independent of N
+
+
+def _clients(shape: ModelShape, sizes, seed: int = 0):
+    models = []
+    for i, n in enumerate(sizes):
+        model = FedSTGDModel(shape, n, sum(sizes))
+        model.reset_parameters(torch.Generator().manual_seed(seed))
+        model.reset_private(torch.Generator().manual_seed(100 + i))
+        models.append(model)
+    return models
+
+
+def _lockstep(steps):
+    """Drive several clients' tape generators, every sum over all of them (numpy, as a secure sum)."""
+    values, results = [next(s) for s in steps], [None] * len(steps)
+    while True:
+        total = {k: sum(v[k] for v in values) for k in values[0]}
+        values = []
+        for i, s in enumerate(steps):
+            try:
+                values.append(s.send(total))
+            except StopIteration as stop:
+                results[i] = stop.value
+        if len(values) < len(steps):
+            return results
+
+
+@pytest.fixture(scope="module")
+def batch():
+    g = torch.Generator().manual_seed(2)
+    sizes, b = (3, 5, 4), 2
+    x, y = torch.randn(b, 4, sum(sizes), 2, generator=g), torch.randn(b, 4, sum(sizes), 2, generator=g)
+    slots = torch.randint(0, 73, (b, 8), generator=g)
+    cuts = np.cumsum((0,) + sizes)
+    split = lambda t: [t[:, :, cuts[i] : cuts[i + 1]] for i in range(len(sizes))]  # noqa: E731
+    return sizes, split(x), split(y), slots
+
+
+def _loss(prediction, target, n_total):
+    return (prediction - target).abs().sum() / (target.shape[0] * target.shape[1] * n_total * target.shape[3])
+
+
+def _tape_gradients(models, xs, ys, slots, *, exact: bool):
+    shape = models[0].shape
+    tapes = [SumTape() for _ in models]
+    constants = [m.batch_constants(slots) for m in models]
+    forward = [t.forward(lambda i, s, S, m=m, x=x, c=c: m.segment(i, s, S, x, c), shape.n_sums) for t, m, x, c in zip(tapes, models, xs, constants)]
+    predictions = _lockstep(forward)
+    losses = [_loss(p, y, models[0].n_total) for p, y in zip(predictions, ys)]
+    if exact:
+        _lockstep([t.backward(loss) for t, loss in zip(tapes, losses)])
+    else:
+        for t, loss in zip(tapes, losses):
+            assert next(t.backward(loss, exact=False), None) is None  # no gradient sum at all
+    return sum(float(loss.detach()) for loss in losses), [{n: p.grad.clone() for n, p in m.named_parameters()} for m in models]
+
+
+def test_exact_gradients_through_the_sums_equal_autograd_through_the_centralised_model(batch):
+    """Every client's gradient from the tape (its own backward plus the summed dL/dS of all
+    clients, one sum per forward sum) equals autograd of sum_i L_i through one graph holding
+    every client and torch sums; the detached variant (no gradient sums) does not."""
+    sizes, xs, ys, slots = batch
+    shape = ModelShape(hidden=6, node_dim=5, time_dim=4, embed_rank=3)
+    reference = _clients(shape, sizes)
+    constants = [m.batch_constants(slots) for m in reference]
+    states, summed = [{} for _ in reference], None
+    for index in range(shape.n_sums + 1):
+        outs = [m.segment(index, st, summed, x, c) for m, st, x, c in zip(reference, states, xs, constants)]
+        states = [o[0] for o in outs]
+        if index < shape.n_sums:
+            summed = {k: sum(o[1][k] for o in outs) for k in ("P", "Q")}
+    total = sum(_loss(s["prediction"], y, sum(sizes)) for s, y in zip(states, ys))
+    total.backward()
+
+    loss, exact = _tape_gradients(_clients(shape, sizes), xs, ys, slots, exact=True)
+    assert loss == pytest.approx(float(total), rel=1e-6)
+    for model, grads in zip(reference, exact):
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
+    _, detached = _tape_gradients(_clients(shape, sizes), xs, ys, slots, exact=False)
+    gap = max(float((d["node_embedding"] - e["node_embedding"]).abs().max()) for d, e in zip(detached, exact))
+    assert gap > 1e-3 * max(float(e["node_embedding"].abs().max()) for e in exact)  # the cross-client part matters
+
+
+def test_config_checks_name_the_option():
+    with pytest.raises(ConfigError, match="gradients"):
+        FedSTGDConfig(gradients="approximate")
+    with pytest.raises(ConfigError, match="clients=1"):
+        FedSTGDConfig(adjacency="exact")
+    with pytest.raises(ConfigError, match="7 available days"):
+        FedSTGDConfig(train_days=4)
+    with pytest.raises(ConfigError, match="gnea"):
+        FedSTGDConfig(gnea="no")
+    with pytest.raises(ConfigError, match="milestones"):
+        FedSTGDConfig(milestones=[5, 0])
+    with pytest.raises(ConfigError, match="clients"):
+        FedSTGDConfig(clients=81)
+    assert FedSTGDConfig(milestones=[5, 20]).milestones == (5, 20)  # JSON lists become tuples
+
+
+def test_the_batch_order_is_shared_and_changes_per_epoch():
+    config = FedSTGDConfig(max_windows=40)
+    assert sorted(batch_order(config, 0)) == list(range(40))
+    assert (batch_order(config, 0) == batch_order(dataclasses.replace(config, clients=2), 0)).all()  # not per client
+    assert not (batch_order(config, 0) == batch_order(config, 1)).all()
+
+
+def test_sum_counts_follow_the_configuration():
+    config = FedSTGDConfig(**TINY)
+    assert config.sums_per_batch() == 2 * 2 * 8  # one per GRU step and k, forward and backward
+    assert dataclasses.replace(config, gradients="detached").sums_per_batch() == 16
+    assert dataclasses.replace(config, inter_client=False).sums_per_batch() == 0
+    assert config.batches("train") == [8, 8] and config.batches("val") == [16]
+
+
+@pytest.fixture(scope="module")
+def plain_and_mask():
+    plan = FedSTGD(FedSTGDConfig(clients=3, rounds=2, **TINY))
+    return {b: simulate(plan, SecureSumConfig(backend=b), data_dir=HZMETRO_DIR, record=True) for b in (Backend.PLAIN, Backend.MASK)}
+
+
+def _numbers(metrics):
+    return [v for r in metrics["rounds"] for v in (r["rmse"], r["mae"], r["mape"])] + [metrics[f"test_{k}"] for k in ("rmse", "mae", "mape")]
+
+
+@needs_hzmetro
+def test_mask_equals_plain_within_the_encoding_error(plain_and_mask):
+    """Two rounds of training (every P/Q sum and gradient sum masked) give the plain run's
+    errors to the fixed-point encoding's precision, and the server saw only masked inputs."""
+    plain, mask = plain_and_mask[Backend.PLAIN].metrics, plain_and_mask[Backend.MASK].metrics
+    assert _numbers(mask) == pytest.approx(_numbers(plain), rel=1e-4)
+    assert mask["clients"] == 3 and mask["dropped"] == {}
+    inputs = [codec.decode(wire) for stage, _, wire in plain_and_mask[Backend.MASK].received if stage is Stage.INPUT]
+    payloads = [m.payload for m in inputs if isinstance(m, InputResponse) and m.payload is not None]
+    assert len(payloads) >= 3 * 2 * 2 * 32  # every P/Q and gradient input of every client and batch
+    assert all(p.dtype.kind == "u" for p in payloads)  # ring elements: nothing reached the server in the clear
+    plain_inputs = [codec.decode(wire) for stage, _, wire in plain_and_mask[Backend.PLAIN].received if stage is Stage.INPUT]
+    assert all(m.payload.dtype.kind == "f" for m in plain_inputs if isinstance(m, InputResponse))  # the baseline is in the clear
+
+
+@needs_hzmetro
+def test_metrics_state_the_cost_per_batch(plain_and_mask):
+    metrics = plain_and_mask[Backend.MASK].metrics
+    config = FedSTGDConfig(clients=3, rounds=2, **TINY)
+    cost = metrics["cost"]
+    assert cost["secure_sums_per_batch"] == 32 and cost["training_batches"] == 2 * 2
+    assert cost["elements_up_per_client_per_batch"] == 2 * sum(config.forward_spec(i, 8).size for i in range(16))
+    # every training-phase element the clients sent is a P/Q sum or its gradient
+    assert metrics["elements_by_phase"]["training"]["up"] == 3 * cost["training_batches"] * cost["elements_up_per_client_per_batch"]
+    assert metrics["bytes_up_by_phase"]["training"] >= 8 * metrics["elements_by_phase"]["training"]["up"]  # 64-bit ring elements
+
+
+@needs_hzmetro
+def test_without_inter_client_dependencies_no_pq_sum_is_made():
+    config = FedSTGDConfig(clients=2, rounds=1, inter_client=False, **TINY)
+    metrics = simulate(FedSTGD(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=HZMETRO_DIR).metrics
+    assert metrics["cost"]["secure_sums_per_batch"] == 0
+    assert "training" not in metrics["elements_by_phase"]
+    assert metrics["test_rmse"] > 0
+
+
+@needs_hzmetro
+def test_the_centralised_upper_bound_runs_alone_and_simulate_refuses_one_client():
+    config = FedSTGDConfig(clients=1, rounds=1, adjacency="exact", **TINY)
+    metrics = FedSTGD(config).run_alone(HZMETRO_DIR)
+    assert metrics["clients"] == 1 and len(metrics["rounds"]) == 1 and metrics["test_rmse"] > 0
+    assert centralised(config, HZMETRO_DIR) == metrics  # deterministic
+    with pytest.raises(ConfigError):
+        simulate(FedSTGD(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=HZMETRO_DIR)
