@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from secure_fedgraph.cli import main
+from tests.helpers import HZMETRO_DIR, needs_hzmetro
 
 
 @pytest.mark.parametrize("backend", ["mask", "ckks", "plain"])
@@ -71,3 +72,25 @@ def test_run_cnfgnn_in_process_writes_metrics_with_privacy(tmp_path, capsys):
     assert metrics["test_rmse"] > 0 and metrics["test_mae"] > 0 and metrics["backend"] == "mask"
     assert metrics["privacy"]["epsilon_max"] > 0 and len(metrics["privacy"]["epsilon_per_client"]) == 3
     assert metrics["bytes_up_total"] > 0 and len(metrics["round_log"]) == 2
+
+
+@needs_hzmetro
+def test_run_fedstgd_writes_errors_and_cost_and_parses_boolean_options(tmp_path, capsys):
+    """`run fedstgd --clients 4 --backend mask --rounds R --out RUN_DIR` (tiny sizes), an
+    ablation switched off with `--set gnea=false`, and the centralised run with `--clients 1`."""
+    import json
+
+    tiny = ["--set", "hidden=8", "--set", "node_dim=8", "--set", "time_dim=8", "--set", "max_windows=16", "--set", "batch_size=8",
+            "--data-dir", str(HZMETRO_DIR)]
+    assert main(["run", "fedstgd", "--clients", "4", "--backend", "mask", "--rounds", "1", "--out", str(tmp_path / "run"),
+                 "--set", "gnea=false", *tiny]) == 0
+    out = capsys.readouterr().out
+    assert "val mape" in out and "MAPE" in out and "training" in out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["config"]["config"]["gnea"] is False and metrics["backend"] == "mask"
+    assert metrics["test_rmse"] > 0 and metrics["test_mape"] > 0 and metrics["cost"]["secure_sums_per_batch"] == 32
+    assert metrics["bytes_up_by_phase"]["training"] > 0
+    assert main(["run", "fedstgd", "--clients", "1", "--set", "adjacency=exact", "--rounds", "1", "--out", str(tmp_path / "central"), *tiny]) == 0
+    assert "one party" in capsys.readouterr().out
+    central = json.loads((tmp_path / "central" / "metrics.json").read_text())
+    assert central["clients"] == 1 and central["test_rmse"] > 0 and central["config"]["config"]["adjacency"] == "exact"

@@ -11,7 +11,7 @@ import torch
 
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, aggregate, contribution, direct_graph_term, gamma
-from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, batch_order, centralised
+from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, batch_order, centralised, initial_weights
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
@@ -227,3 +227,14 @@ def test_the_centralised_upper_bound_runs_alone_and_simulate_refuses_one_client(
     assert centralised(config, HZMETRO_DIR) == metrics  # deterministic
     with pytest.raises(ConfigError):
         simulate(FedSTGD(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=HZMETRO_DIR)
+
+
+def test_node_embeddings_never_leave_the_client():
+    """FedAvg's sum (what the server broadcasts and averages) holds every global parameter and
+    not E_v; the P/Q contributions have a width independent of E_v's (GNEA's 4 units)."""
+    config = FedSTGDConfig(**TINY)
+    model = FedSTGDModel(config.shape, 5, 80)
+    fedavg = initial_weights(config)
+    assert "node_embedding" not in fedavg and "node_embedding" not in model.global_state()
+    assert set(fedavg) == {n for n, _ in model.named_parameters()} - {"node_embedding"}
+    assert config.forward_spec(0, 2).tensors[1].shape == (2, 16, 2 + config.hidden)  # Γ: 4 MLP x 4 GNEA units

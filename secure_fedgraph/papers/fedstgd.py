@@ -217,13 +217,17 @@ def window_batch(windows, indices: np.ndarray) -> tuple[torch.Tensor, np.ndarray
     return x, windows.y[indices], slots_of(windows.x_slot[indices], windows.y_slot[indices])
 
 
-def l1_loss(model: FedSTGDModel, prediction: torch.Tensor, target: np.ndarray, scaler: ZScore) -> torch.Tensor:
+def loss_terms(target: np.ndarray) -> int:
+    """The number of terms in a batch's pooled loss: windows x steps x all stations x channels."""
+    return target.shape[0] * target.shape[1] * N_STATIONS * target.shape[3]
+
+
+def l1_loss(prediction: torch.Tensor, target: np.ndarray, scaler: ZScore) -> torch.Tensor:
     """This client's share of TGCRN's L1 loss on de-normalised values: its absolute errors over
     the number of loss terms of all clients, so the clients' losses add up to the pooled mean."""
     mean = torch.as_tensor(scaler.mean, dtype=prediction.dtype)
     std = torch.as_tensor(scaler.std, dtype=prediction.dtype)
-    terms = target.shape[0] * target.shape[1] * model.n_total * target.shape[3]
-    return (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs().sum() / terms
+    return (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs().sum() / loss_terms(target)
 
 
 class FedSTGD(Plan):
@@ -336,10 +340,10 @@ class FedSTGD(Plan):
         tape = SumTape()
         constants = model.batch_constants(slots)
         prediction = yield from self._sums(ctx, tape.forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums), "pq")
-        loss = l1_loss(model, prediction, y, scaler)
+        loss = l1_loss(prediction, y, scaler)
         optimiser.zero_grad()
-        terms = float(np.prod(y.shape[:2])) * N_STATIONS * y.shape[3]  # the gradient sums carry dL/dS * terms
-        yield from self._sums(ctx, tape.backward(loss, exact=c.gradients == "exact"), "pq-grad", scale=terms)
+        gradients = tape.backward(loss, exact=c.gradients == "exact")
+        yield from self._sums(ctx, gradients, "pq-grad", scale=float(loss_terms(y)))  # the sums carry dL/dS x terms
         optimiser.step()
 
     def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):

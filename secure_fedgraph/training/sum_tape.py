@@ -100,13 +100,3 @@ class SumTape:
         self.cuts = []
         return None
 
-
-def alone(sums: Sums):
-    """Drive a tape generator with no other client: every sum is this client's own value
-    (the "w/o inter-client dependencies" ablation, and one-client centralised training)."""
-    try:
-        value = next(sums)
-        while True:
-            value = sums.send(value)
-    except StopIteration as stop:
-        return stop.value

@@ -1,0 +1,133 @@
+"""Benchmark: FedSTGD's training step with the P/Q sums and their gradient sums as secure sums
+(mask) against the same sums in the clear (plain), in one process and over gRPC.
+
+What is measured
+----------------
+One round of ``fedstgd`` on HZMetro over the first ``--batches`` training batches (batch 16,
+the paper's model sizes, ``--clients`` clients, exact gradients): the wall seconds of the
+"training" phase divided by the number of batches. A batch is every client's forward and
+backward pass and 2 x 16 secure sums (one per GRU step and k, then one per gradient), so it is
+the cost the issue's target (mask within 1.3x plain in one process) is about. Validation and
+FedAvg are excluded. Bytes are what the clients sent in that phase, per client and batch.
+
+In one process (the in-process transport) the clients' compute is sequential, so a batch costs
+the sum of all clients' work plus the sums. Over gRPC each client is its own process (the
+server and clients on this machine), so compute overlaps and every sum is a network round
+trip per protocol stage (plain: input, deliver; mask: input, consistency, unmask, deliver).
+
+Each repeat runs plain then mask with the same seed (identical work); the table gives the
+median over repeats and the ratio of the medians, all from this run.
+
+How to run
+----------
+    .venv/bin/python benchmarks/fedstgd_step.py --data-dir ../shared/data             # in-process
+    .venv/bin/python benchmarks/fedstgd_step.py --data-dir ../shared/data --grpc      # and over gRPC
+
+This file is a benchmark, not a test: pytest does not collect it (no test_ names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from secure_fedgraph.crypto.pki import init_keys
+from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.simulate import simulate
+
+BACKENDS = (Backend.PLAIN, Backend.MASK)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Time a FedSTGD training step: mask against plain secure sums, in one process and over gRPC.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data-dir", required=True, help="folder holding hzmetro/ (e.g. ../shared/data)")
+    p.add_argument("--clients", type=int, default=4, help="M, the number of clients")
+    p.add_argument("--batches", type=int, default=6, help="training batches per run")
+    p.add_argument("--repeats", type=int, default=3, help="runs per backend")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in one process (and per client process over gRPC)")
+    p.add_argument("--grpc", action="store_true", help="also run the server and one process per client over gRPC on 127.0.0.1")
+    args = p.parse_args(argv)
+    if min(args.clients - 1, args.batches, args.repeats, args.threads) < 1:
+        p.error("--clients must be >= 2 and --batches, --repeats, --threads >= 1")
+    return args
+
+
+def per_batch(metrics: dict, clients: int) -> dict[str, float]:
+    batches = metrics["cost"]["training_batches"]
+    return {
+        "seconds": metrics["seconds_by_phase"]["training"] / batches,
+        "bytes_up_per_client": metrics["bytes_up_by_phase"]["training"] / batches / clients,
+        "sums": metrics["cost"]["secure_sums_per_batch"],
+    }
+
+
+def in_process(config: FedSTGDConfig, backend: Backend, data_dir: str) -> dict[str, float]:
+    return per_batch(simulate(FedSTGD(config), SecureSumConfig(backend=backend), data_dir=data_dir).metrics, config.clients)
+
+
+def over_grpc(config: FedSTGDConfig, backend: Backend, data_dir: str, threads: int) -> dict[str, float]:
+    command = [sys.executable, "-m", "secure_fedgraph"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory() as work:
+        keys = init_keys(Path(work) / "keys", clients=config.clients).root
+        port_file, out = Path(work) / "port", Path(work) / "run"
+        options = [f"--set={k}={v}" for k, v in (("max_windows", config.max_windows), ("rounds", 1))]
+        server = subprocess.Popen([*command, "server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedstgd",
+                                   "--clients", str(config.clients), "--backend", backend.value, "--certs", str(keys), "--out", str(out),
+                                   *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text()):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {server.communicate()[0]}")
+            time.sleep(0.05)
+        port = port_file.read_text().strip()
+        clients = [subprocess.Popen([*command, "client", "--server", f"127.0.0.1:{port}", "--ids", str(i), "--certs", str(keys),
+                                     "--data-dir", data_dir, "--backend", backend.value], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
+                   for i in range(config.clients)]
+        output, _ = server.communicate(timeout=1800)
+        for c in clients:
+            c.wait(timeout=60)
+        if server.returncode != 0:
+            raise RuntimeError(f"the server failed: {output}")
+        return per_batch(json.loads((out / "metrics.json").read_text()), config.clients)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = FedSTGDConfig(clients=args.clients, rounds=1, max_windows=args.batches * 16)
+    transports = {"in-process": lambda b: in_process(config, b, args.data_dir)}
+    if args.grpc:
+        transports["gRPC"] = lambda b: over_grpc(config, b, args.data_dir, args.threads)
+    print(f"# FedSTGD training step: {args.clients} clients, {args.batches} batches of 16, {args.repeats} repeats, "
+          f"{args.threads} torch thread(s); {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
+    print("| transport | backend | secure sums / batch | bytes up / client / batch | seconds / batch (median) | vs plain |")
+    print("|---|---|---|---|---|---|")
+    for name, run in transports.items():
+        rows = {b: [] for b in BACKENDS}
+        for _ in range(args.repeats):
+            for backend in BACKENDS:
+                rows[backend].append(run(backend))
+        plain = statistics.median(r["seconds"] for r in rows[Backend.PLAIN])
+        for backend in BACKENDS:
+            seconds = statistics.median(r["seconds"] for r in rows[backend])
+            first = rows[backend][0]
+            print(f"| {name} | {backend.value} | {first['sums']} | {first['bytes_up_per_client'] / 2**20:.2f} MiB | {seconds:.3f} | "
+                  f"{seconds / plain:.2f}x |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
