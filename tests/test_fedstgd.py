@@ -238,3 +238,26 @@ def test_node_embeddings_never_leave_the_client():
     assert "node_embedding" not in fedavg and "node_embedding" not in model.global_state()
     assert set(fedavg) == {n for n, _ in model.named_parameters()} - {"node_embedding"}
     assert config.forward_spec(0, 2).tensors[1].shape == (2, 16, 2 + config.hidden)  # Γ: 4 MLP x 4 GNEA units
+
+
+def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
+    """adjacency="none" ("w/o All,All"): no P/Q sums, and a station's prediction does not depend
+    on any other station's inputs; the decomposed graph term is what it removes."""
+    config = FedSTGDConfig(adjacency="none", **TINY)
+    assert config.sums_per_batch() == 0 and not config.cross_client
+    sizes, xs, _, slots = batch
+    shape = ModelShape(hidden=6, node_dim=5, time_dim=4, embed_rank=3)
+    model = FedSTGDModel(shape, sizes[0], sum(sizes), adjacency="none")
+    model.reset_parameters(torch.Generator().manual_seed(0))
+    constants = model.batch_constants(slots)
+    run = lambda x: SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), shape.n_sums, grad=False)  # noqa: E731
+    first = _lockstep([run(xs[0])])[0]
+    perturbed = xs[0].clone()
+    perturbed[:, :, 1:] += 5.0  # every station but station 0
+    other = _lockstep([run(perturbed)])[0]
+    torch.testing.assert_close(first[:, :, 0], other[:, :, 0])  # station 0 sees no other station
+    assert not torch.allclose(first[:, :, 1:], other[:, :, 1:])
+    decomposed = FedSTGDModel(shape, sizes[0], sum(sizes))
+    decomposed.load_state_dict(model.state_dict())
+    with_graph = _lockstep([SumTape().forward(lambda i, s, S: decomposed.segment(i, s, S, xs[0], constants), shape.n_sums, grad=False)])[0]
+    assert not torch.allclose(first, with_graph)  # the graph term is what "none" removes

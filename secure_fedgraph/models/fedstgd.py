@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY
 
+ADJACENCIES = ("decomposed", "exact", "none")  # eq. 21; TGCRN's eq. 5 (one party); no graph ("w/o All,All")
 MLP_UNITS = 4  # "an initial layer mapping inputs to four neurons, ReLU, a final Softmax"
 
 
@@ -158,13 +159,14 @@ class FedSTGDModel(nn.Module):
 
     ``n_total`` is the number of stations over all clients (public). The same class is the
     centralised model when one client holds every station; ``adjacency="exact"`` then uses
-    TGCRN's undecomposed eq. 5 graph instead of eq. 21.
+    TGCRN's undecomposed eq. 5 graph instead of eq. 21, and ``"none"`` drops the graph term
+    (Table 3's "w/o All,All").
     """
 
     def __init__(self, shape: ModelShape, n_stations: int, n_total: int, *, alpha: float = 0.3, adjacency: str = "decomposed") -> None:
         super().__init__()
-        if adjacency not in ("decomposed", "exact"):
-            raise ValueError(f"adjacency must be 'decomposed' or 'exact', got {adjacency!r}")
+        if adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
         if adjacency == "exact" and n_stations != n_total:
             raise ValueError("the exact (eq. 5) graph needs every station in one model")
         self.shape, self.n_total, self.alpha, self.adjacency = shape, n_total, alpha, adjacency
@@ -265,6 +267,8 @@ class FedSTGDModel(nn.Module):
 
     def _graph(self, state: dict[str, Tensor], summed: dict[str, Tensor], constants: dict[str, Tensor], t: int) -> Tensor:
         eta = constants["eta"][:, t]
+        if self.adjacency == "none":  # "w/o All,All": no spatial term at all
+            return torch.zeros_like(state["I"])
         if self.adjacency == "exact":
             return exact_graph_term(state["x"], self.node_embedding, eta, state["I"], self.alpha)
         return aggregate(state["M"], state["G"], eta, summed, self.n_total)

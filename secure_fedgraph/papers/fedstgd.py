@@ -24,7 +24,8 @@ Algorithm (numbers match the comments in the code):
 
 Ablations (Table 3): ``gnea=False`` uses E_v itself in Γ ("w/o GNEA"); ``inter_client=False``
 sums each client's own terms only, with no P/Q secure sum ("w/o -,All": every client alone,
-with FedAvg). The centralised upper bound is :func:`secure_fedgraph.training.fedstgd_centralised`.
+with FedAvg); ``adjacency="none"`` drops the graph term ("w/o All,All"). The centralised
+upper bound is :func:`secure_fedgraph.training.fedstgd_centralised`.
 
 The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
 Model choices the paper leaves open are listed in models/fedstgd.py.
@@ -42,7 +43,7 @@ import torch
 
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, masked_error_sums, metro_windows, partition_stations, pooled_errors
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, slots_of
+from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers.base import Plan, positive, positive_number
 from secure_fedgraph.protocol.collectives import Receive, SecureSum
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
@@ -52,7 +53,6 @@ from secure_fedgraph.training.sum_tape import SumTape
 
 N_STATIONS = 80
 GRADIENTS = ("exact", "detached")
-ADJACENCIES = ("decomposed", "exact")
 NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
 ERRORS = ("sse", "sae", "sape", "count")
 
@@ -74,8 +74,9 @@ class FedSTGDConfig:
         gradients: "exact" (a second secure sum per P/Q sum) or "detached".
         gnea: graph node embedding augmentation (eqs. 19-20); False is "w/o GNEA".
         inter_client: P/Q sums over all clients; False is "w/o -,All" (each client alone).
-        adjacency: "decomposed" (eq. 21) or "exact" (TGCRN's eq. 5 graph, needing every
-            station in one model: the centralised upper bound, ``clients=1``).
+        adjacency: "decomposed" (eq. 21), "exact" (TGCRN's eq. 5 graph, needing every
+            station in one model: the centralised upper bound, ``clients=1``) or "none" (no
+            graph term: Table 3's "w/o All,All", each client's GRU alone, with FedAvg).
         batch_size: training windows per batch (16).
         eval_batch_size: windows per batch in validation and test.
         lr, weight_decay: Adam's learning rate and L2 penalty (1e-3, 1e-4).
@@ -145,7 +146,7 @@ class FedSTGDConfig:
     @property
     def cross_client(self) -> bool:
         """Whether P/Q go through secure sums (not "w/o -,All", and more than one client)."""
-        return self.inter_client and self.clients > 1
+        return self.inter_client and self.clients > 1 and self.adjacency == "decomposed"
 
     @property
     def shape(self) -> ModelShape:
