@@ -241,13 +241,13 @@ def test_node_embeddings_never_leave_the_client():
 
 
 def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
-    """adjacency="none" ("w/o All,All"): no P/Q sums, and a station's prediction does not depend
+    """adjacency="off" ("w/o All,All"): no P/Q sums, and a station's prediction does not depend
     on any other station's inputs; the decomposed graph term is what it removes."""
-    config = FedSTGDConfig(adjacency="none", **TINY)
+    config = FedSTGDConfig(adjacency="off", **TINY)
     assert config.sums_per_batch() == 0 and not config.cross_client
     sizes, xs, _, slots = batch
     shape = ModelShape(hidden=6, node_dim=5, time_dim=4, embed_rank=3)
-    model = FedSTGDModel(shape, sizes[0], sum(sizes), adjacency="none")
+    model = FedSTGDModel(shape, sizes[0], sum(sizes), adjacency="off")
     model.reset_parameters(torch.Generator().manual_seed(0))
     constants = model.batch_constants(slots)
     run = lambda x: SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), shape.n_sums, grad=False)  # noqa: E731
@@ -260,4 +260,4 @@ def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
     decomposed = FedSTGDModel(shape, sizes[0], sum(sizes))
     decomposed.load_state_dict(model.state_dict())
     with_graph = _lockstep([SumTape().forward(lambda i, s, S: decomposed.segment(i, s, S, xs[0], constants), shape.n_sums, grad=False)])[0]
-    assert not torch.allclose(first, with_graph)  # the graph term is what "none" removes
+    assert not torch.allclose(first, with_graph)  # the graph term is what "off" removes

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY
 
-ADJACENCIES = ("decomposed", "exact", "none")  # eq. 21; TGCRN's eq. 5 (one party); no graph ("w/o All,All")
+ADJACENCIES = ("decomposed", "exact", "off")  # eq. 21; TGCRN's eq. 5 (one party); no graph ("w/o All,All")
 MLP_UNITS = 4  # "an initial layer mapping inputs to four neurons, ReLU, a final Softmax"
 
 
@@ -159,7 +159,7 @@ class FedSTGDModel(nn.Module):
 
     ``n_total`` is the number of stations over all clients (public). The same class is the
     centralised model when one client holds every station; ``adjacency="exact"`` then uses
-    TGCRN's undecomposed eq. 5 graph instead of eq. 21, and ``"none"`` drops the graph term
+    TGCRN's undecomposed eq. 5 graph instead of eq. 21, and ``"off"`` drops the graph term
     (Table 3's "w/o All,All").
     """
 
@@ -267,7 +267,7 @@ class FedSTGDModel(nn.Module):
 
     def _graph(self, state: dict[str, Tensor], summed: dict[str, Tensor], constants: dict[str, Tensor], t: int) -> Tensor:
         eta = constants["eta"][:, t]
-        if self.adjacency == "none":  # "w/o All,All": no spatial term at all
+        if self.adjacency == "off":  # "w/o All,All": no spatial term at all
             return torch.zeros_like(state["I"])
         if self.adjacency == "exact":
             return exact_graph_term(state["x"], self.node_embedding, eta, state["I"], self.alpha)

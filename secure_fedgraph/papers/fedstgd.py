@@ -24,7 +24,7 @@ Algorithm (numbers match the comments in the code):
 
 Ablations (Table 3): ``gnea=False`` uses E_v itself in Γ ("w/o GNEA"); ``inter_client=False``
 sums each client's own terms only, with no P/Q secure sum ("w/o -,All": every client alone,
-with FedAvg); ``adjacency="none"`` drops the graph term ("w/o All,All"). The centralised
+with FedAvg); ``adjacency="off"`` drops the graph term ("w/o All,All"). The centralised
 upper bound is :func:`secure_fedgraph.training.fedstgd_centralised`.
 
 The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
@@ -75,7 +75,7 @@ class FedSTGDConfig:
         gnea: graph node embedding augmentation (eqs. 19-20); False is "w/o GNEA".
         inter_client: P/Q sums over all clients; False is "w/o -,All" (each client alone).
         adjacency: "decomposed" (eq. 21), "exact" (TGCRN's eq. 5 graph, needing every
-            station in one model: the centralised upper bound, ``clients=1``) or "none" (no
+            station in one model: the centralised upper bound, ``clients=1``) or "off" (no
             graph term: Table 3's "w/o All,All", each client's GRU alone, with FedAvg).
         batch_size: training windows per batch (16).
         eval_batch_size: windows per batch in validation and test.
