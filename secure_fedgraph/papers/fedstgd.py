@@ -45,6 +45,7 @@ from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZS
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers.base import Plan, positive, positive_number
+from secure_fedgraph.papers.traffic import errors_spec
 from secure_fedgraph.protocol.collectives import Receive, SecureSum
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
@@ -55,11 +56,6 @@ N_STATIONS = 80
 GRADIENTS = ("exact", "detached")
 NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
 ERRORS = ("sse", "sae", "sape", "count")
-
-
-def errors_spec(name: str) -> SumSpec:
-    """The secure sum of masked error statistics called ``name`` ("validation", "test")."""
-    return SumSpec(name, tuple(TensorSpec(k, (1,)) for k in ERRORS), clip_range=1e12)
 
 
 @dataclass(frozen=True)
@@ -172,10 +168,13 @@ class FedSTGDConfig:
         return self.shape.n_sums * (2 if training and self.gradients == "exact" else 1)
 
     def forward_spec(self, index: int, batch: int) -> SumSpec:
-        return SumSpec.of("pq", {k: np.zeros(v) for k, v in self.shape.sum_shapes(index, batch).items()}, clip_range=self.forward_clip)
+        return self._pq_spec("pq", index, batch, self.forward_clip)
 
     def gradient_spec(self, index: int, batch: int) -> SumSpec:
-        return SumSpec.of("pq-grad", {k: np.zeros(v) for k, v in self.shape.sum_shapes(index, batch).items()}, clip_range=self.gradient_clip)
+        return self._pq_spec("pq-grad", index, batch, self.gradient_clip)
+
+    def _pq_spec(self, name: str, index: int, batch: int, clip_range: float) -> SumSpec:
+        return SumSpec(name, tuple(TensorSpec(k, v) for k, v in self.shape.sum_shapes(index, batch).items()), clip_range=clip_range)
 
 
 @functools.lru_cache(maxsize=2)
@@ -191,12 +190,11 @@ class ClientData:
     splits: MetroSplits
 
 
-def client_model(config: FedSTGDConfig, client_id: int, n_stations: int) -> FedSTGDModel:
-    """Client ``client_id``'s model: the server's seeded global initialisation (what the
-    broadcast carries) and its own private E_v."""
+def client_model(config: FedSTGDConfig, client_id: int, n_stations: int, global_weights: dict[str, Any]) -> FedSTGDModel:
+    """Client ``client_id``'s model: the broadcast global parameters and its own private E_v."""
     model = FedSTGDModel(config.shape, n_stations, N_STATIONS, adjacency=config.adjacency)
-    model.reset_parameters(torch.Generator().manual_seed(derive_seed(config.seed, "server", "initial model")))
     model.reset_private(torch.Generator().manual_seed(derive_seed(config.seed, "client", client_id, "node embedding")))
+    load_weights_global(model, global_weights)
     return model
 
 
@@ -301,7 +299,7 @@ class FedSTGD(Plan):
         for size in self.config.batches(split):
             yield from self._server_batch(ctx, size, training=False)
         name = "validation" if split == "val" else "test"
-        totals = yield from ctx.release((yield from ctx.secure_sum(errors_spec(name))))
+        totals = yield from ctx.release((yield from ctx.secure_sum(errors_spec(name, ERRORS, clip_range=1e12))))
         errors = pooled_errors(totals)
         return {"rmse": errors.rmse, "mae": errors.mae, "mape": errors.mape_percent}
 
@@ -320,8 +318,7 @@ class FedSTGD(Plan):
         moments = yield ctx.secure_sum(NORMALISATION.name, data.splits.training_sums())  # 0.
         scaler = ZScore.from_sums(moments.values)
         splits = data.splits.normalised(scaler)
-        model = client_model(c, ctx.client_id, len(data.stations))
-        load_weights_global(model, (yield ctx.receive("model")))
+        model = client_model(c, ctx.client_id, len(data.stations), (yield ctx.receive("model")))
         optimiser = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, list(c.milestones), gamma=c.lr_decay)
         for r in range(c.rounds):

@@ -26,9 +26,10 @@ METR_LA_SENSORS = 207
 MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
 
 
-def errors_spec(name: str) -> SumSpec:
-    """The secure sum of error statistics called ``name`` ("validation", "test")."""
-    return SumSpec(name, (TensorSpec("sse", (1,)), TensorSpec("sae", (1,)), TensorSpec("count", (1,))), clip_range=1e8)
+def errors_spec(name: str, fields: tuple[str, ...] = ("sse", "sae", "count"), clip_range: float = 1e8) -> SumSpec:
+    """The secure sum of error statistics called ``name`` ("validation", "test"): one scalar per
+    field (FedSTGD adds "sape" and needs a wider range for passenger counts)."""
+    return SumSpec(name, tuple(TensorSpec(f, (1,)) for f in fields), clip_range=clip_range)
 
 
 def check_sensors(sensors: int | None) -> None:
