@@ -1,5 +1,6 @@
 """Benchmark: FedSTGD's training step with the P/Q sums and their gradient sums as secure sums
-(mask) against the same sums in the clear (plain), in one process and over gRPC.
+(mask, with its streaming variant and with the full protocol) against the same sums in the
+clear (plain), in one process and over gRPC.
 
 What is measured
 ----------------
@@ -13,10 +14,11 @@ FedAvg are excluded. Bytes are what the clients sent in that phase, per client a
 In one process (the in-process transport) the clients' compute is sequential, so a batch costs
 the sum of all clients' work plus the sums. Over gRPC each client is its own process (the
 server and clients on this machine), so compute overlaps and every sum is a network round
-trip per protocol stage (plain: input, deliver; mask: input, consistency, unmask, deliver).
+trip per protocol stage (plain and mask's streaming variant: input, deliver; mask with
+``--no-streaming``, the full protocol: input, consistency, unmask, deliver).
 
-Each repeat runs plain then mask with the same seed (identical work); the table gives the
-median over repeats and the ratio of the medians, all from this run.
+Each repeat runs plain, mask and mask without streaming with the same seed (identical work);
+the table gives the median over repeats and the ratio of the medians to plain, all from this run.
 
 How to run
 ----------
@@ -43,10 +45,15 @@ import torch
 
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig
 from secure_fedgraph.simulate import simulate
 
-BACKENDS = (Backend.PLAIN, Backend.MASK)
+# name -> (secure-sum config in one process, server options over gRPC)
+VARIANTS = {
+    "plain": (SecureSumConfig(backend=Backend.PLAIN), ["--backend", "plain"]),
+    "mask": (SecureSumConfig(backend=Backend.MASK), ["--backend", "mask"]),
+    "mask --no-streaming": (SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False)), ["--backend", "mask", "--no-streaming"]),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -73,11 +80,12 @@ def per_batch(metrics: dict, clients: int) -> dict[str, float]:
     }
 
 
-def in_process(config: FedSTGDConfig, backend: Backend, data_dir: str) -> dict[str, float]:
-    return per_batch(simulate(FedSTGD(config), SecureSumConfig(backend=backend), data_dir=data_dir).metrics, config.clients)
+def in_process(config: FedSTGDConfig, variant: str, data_dir: str) -> dict[str, float]:
+    return per_batch(simulate(FedSTGD(config), VARIANTS[variant][0], data_dir=data_dir).metrics, config.clients)
 
 
-def over_grpc(config: FedSTGDConfig, backend: Backend, data_dir: str, threads: int) -> dict[str, float]:
+def over_grpc(config: FedSTGDConfig, variant: str, data_dir: str, threads: int) -> dict[str, float]:
+    secure, server_options = VARIANTS[variant]
     command = [sys.executable, "-m", "secure_fedgraph"]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     with tempfile.TemporaryDirectory() as work:
@@ -85,7 +93,7 @@ def over_grpc(config: FedSTGDConfig, backend: Backend, data_dir: str, threads: i
         port_file, out = Path(work) / "port", Path(work) / "run"
         options = [f"--set={k}={v}" for k, v in (("max_windows", config.max_windows), ("rounds", 1))]
         server = subprocess.Popen([*command, "server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedstgd",
-                                   "--clients", str(config.clients), "--backend", backend.value, "--certs", str(keys), "--out", str(out),
+                                   "--clients", str(config.clients), *server_options, "--certs", str(keys), "--out", str(out),
                                    *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text()):
@@ -94,7 +102,7 @@ def over_grpc(config: FedSTGDConfig, backend: Backend, data_dir: str, threads: i
             time.sleep(0.05)
         port = port_file.read_text().strip()
         clients = [subprocess.Popen([*command, "client", "--server", f"127.0.0.1:{port}", "--ids", str(i), "--certs", str(keys),
-                                     "--data-dir", data_dir, "--backend", backend.value], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
+                                     "--data-dir", data_dir, "--backend", secure.backend.value], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
                    for i in range(config.clients)]
         output, _ = server.communicate(timeout=1800)
         for c in clients:
@@ -116,15 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     print("| transport | backend | secure sums / batch | bytes up / client / batch | seconds / batch (median) | vs plain |")
     print("|---|---|---|---|---|---|")
     for name, run in transports.items():
-        rows = {b: [] for b in BACKENDS}
+        rows = {v: [] for v in VARIANTS}
         for _ in range(args.repeats):
-            for backend in BACKENDS:
-                rows[backend].append(run(backend))
-        plain = statistics.median(r["seconds"] for r in rows[Backend.PLAIN])
-        for backend in BACKENDS:
-            seconds = statistics.median(r["seconds"] for r in rows[backend])
-            first = rows[backend][0]
-            print(f"| {name} | {backend.value} | {first['sums']} | {first['bytes_up_per_client'] / 2**20:.2f} MiB | {seconds:.3f} | "
+            for variant in VARIANTS:
+                rows[variant].append(run(variant))
+        plain = statistics.median(r["seconds"] for r in rows["plain"])
+        for variant in VARIANTS:
+            seconds = statistics.median(r["seconds"] for r in rows[variant])
+            first = rows[variant][0]
+            print(f"| {name} | {variant} | {first['sums']} | {first['bytes_up_per_client'] / 2**20:.2f} MiB | {seconds:.3f} | "
                   f"{seconds / plain:.2f}x |", flush=True)
     return 0
 

@@ -41,6 +41,7 @@ class ClientOptions:
     keys: Path
     data_dir: Path | None = None
     backends: frozenset[Backend] = frozenset({Backend.MASK, Backend.CKKS})
+    streaming: bool = True  # accept mask's streaming variant for the sums a plan marks (M-STREAM)
     transcript_dir: Path | None = None
     audit: bool = False
     server_name: str = "localhost"
@@ -165,6 +166,11 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
         raise ConfigError(
             f"client {client}: the server runs the {secure.backend.value} backend; this client accepts "
             f"{', '.join(sorted(b.value for b in options.backends))} (see --backend)"
+        )
+    if secure.backend is Backend.MASK and secure.mask.streaming and not options.streaming:
+        raise ConfigError(
+            f"client {client}: the server's mask backend allows the streaming variant, which this client refuses "
+            "(--no-streaming); start the server with --no-streaming"
         )
     if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
         raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")

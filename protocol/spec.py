@@ -48,12 +48,19 @@ class SumSpec:
     statistics needs a wider range than a sum of model weights); None keeps the backend's.
     ``server_only``: only the server needs the sum (FedAvg followed by a broadcast), so the
     clients are told the contributors but not sent the values; impossible with ckks.
+    ``streaming``: one of many sums inside a round that the next computation waits for
+    (FedSTGD's per-step P/Q sums and their gradients). The mask backend then uses its streaming
+    variant where its configuration allows (``MaskConfig.streaming``, complete graph): pairwise
+    masks from the round's keys only, no per-sum consistency and unmask steps, and a dropout
+    re-keys and redoes the sum (threat_model.md M-STREAM says what that costs). Other backends
+    ignore it.
     """
 
     name: str
     tensors: tuple[TensorSpec, ...]
     clip_range: float | None = None
     server_only: bool = False
+    streaming: bool = False
 
     def __post_init__(self) -> None:
         if self.clip_range is not None and not (isinstance(self.clip_range, int | float) and not isinstance(self.clip_range, bool) and math.isfinite(self.clip_range) and self.clip_range > 0):
@@ -65,13 +72,17 @@ class SumSpec:
             raise ConfigError(f"sum {self.name!r} names a tensor twice: {names}")
         if not self.tensors:
             raise ConfigError(f"sum {self.name!r} has no tensors")
-        if not isinstance(self.server_only, bool):
-            raise ConfigError(f"sum {self.name!r}: server_only must be a bool, got {self.server_only!r}")
+        for flag in ("server_only", "streaming"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"sum {self.name!r}: {flag} must be a bool, got {getattr(self, flag)!r}")
 
     @classmethod
-    def of(cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None, server_only: bool = False) -> SumSpec:
+    def of(
+        cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None, server_only: bool = False, streaming: bool = False
+    ) -> SumSpec:
         """The spec matching a mapping of name -> array (in the mapping's order)."""
-        return cls(name, tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items()), clip_range, server_only)
+        shapes = tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items())
+        return cls(name, shapes, clip_range, server_only, streaming)
 
     @property
     def size(self) -> int:

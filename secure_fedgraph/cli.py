@@ -20,7 +20,7 @@ def _secure_config(args: argparse.Namespace):
     return SecureSumConfig(
         backend=Backend(args.backend),
         min_survivors=args.min_survivors,
-        mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph)),
+        mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph), streaming=not args.no_streaming),
         ckks=CkksConfig(params=PRESETS[args.ckks_params], clip_range=args.clip_range),
     )
 
@@ -56,6 +56,9 @@ def _add_secure_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--clip-range", type=float, default=8.0, help="inputs are clipped to [-R, R] (default 8)")
     group.add_argument("--precision-bits", type=int, default=20, help="mask: fixed-point fractional bits (default 20)")
     group.add_argument("--graph", choices=["auto", "complete", "sparse"], default="auto", help="mask: neighbour graph (default auto)")
+    group.add_argument("--no-streaming", action="store_true",
+                       help="mask: run every sum through the full protocol, also the sums a plan marks as streaming "
+                            "(FedSTGD's P/Q sums); see threat_model.md M-STREAM")
     group.add_argument("--ckks-params", choices=["lean", "standard"], default="lean", help="ckks: parameter preset (default lean)")
     group.add_argument("--min-survivors", type=int, default=None, help="fewest contributors a sum may have (default a majority)")
 
@@ -100,6 +103,7 @@ def _client(args: argparse.Namespace) -> int:
         keys=Path(args.certs),
         data_dir=Path(args.data_dir) if args.data_dir else None,
         backends=frozenset(Backend(b) for b in args.backend),
+        streaming=not args.no_streaming,
         transcript_dir=Path(args.transcript) if args.transcript else None,
         audit=args.audit,
         server_name=args.server_name,
@@ -271,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     client.add_argument("--backend", action="append", choices=["plain", "mask", "ckks"], default=None,
                         help="backends these clients accept (repeatable; default mask and ckks: plain must be allowed explicitly)")
+    client.add_argument("--no-streaming", action="store_true",
+                        help="refuse a run whose mask backend allows the streaming variant (threat_model.md M-STREAM)")
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")

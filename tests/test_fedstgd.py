@@ -261,3 +261,54 @@ def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
     decomposed.load_state_dict(model.state_dict())
     with_graph = _lockstep([SumTape().forward(lambda i, s, S: decomposed.segment(i, s, S, xs[0], constants), shape.n_sums, grad=False)])[0]
     assert not torch.allclose(first, with_graph)  # the graph term is what "off" removes
+
+
+def _sums_by_steps(received) -> dict[str, int]:
+    """How many sums went input -> deliver (streaming) and input -> consistency (full protocol)."""
+    stages = [stage for stage, _, _ in received]
+    counts = {"streaming": 0, "full": 0}
+    for before, after in zip(stages, stages[1:]):
+        if before is Stage.INPUT and after in (Stage.DELIVER, Stage.CONSISTENCY):
+            counts["streaming" if after is Stage.DELIVER else "full"] += 1
+    return counts
+
+
+@needs_hzmetro
+def test_pq_sums_take_the_streaming_variant_with_the_full_protocols_numbers(plain_and_mask):
+    """With mask, every P/Q and gradient sum is two steps (input, deliver); with --no-streaming
+    the same run takes the full protocol and gives the same numbers bit for bit (the self-masks
+    cancel exactly in the ring)."""
+    from secure_fedgraph.protocol.secure_sum import MaskConfig
+
+    plan = FedSTGD(FedSTGDConfig(clients=3, rounds=2, **TINY))
+    full = simulate(plan, SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False)), data_dir=HZMETRO_DIR, record=True)
+    streaming = plain_and_mask[Backend.MASK]
+    assert _numbers(full.metrics) == _numbers(streaming.metrics)
+    steps, full_steps = _sums_by_steps(streaming.received), _sums_by_steps(full.received)
+    assert steps["streaming"] >= 2 * 2 * 32  # every training batch's P/Q and gradient sums, plus evaluation's P/Q sums
+    assert steps["full"] == full_steps["full"] - steps["streaming"]  # FedAvg, errors and normalisation keep the full protocol
+    assert full_steps["streaming"] == 0
+
+
+@needs_hzmetro
+def test_a_client_vanishing_mid_batch_is_survived_with_plains_numbers():
+    """Client 2 stops answering at its 6th masked input (a P/Q sum of the first batch). The
+    server re-keys clients 0 and 1, redoes that sum and the run finishes; the numbers are the
+    plain run's with the same dropout."""
+
+    def vanish(direction, stage, client, data):
+        if direction == "up" and client == 2:
+            seen[0] += stage is Stage.INPUT
+            if seen[0] >= 6:
+                return None
+        return data
+
+    plan = FedSTGD(FedSTGDConfig(clients=3, rounds=2, **TINY))
+    runs = {}
+    for backend in (Backend.PLAIN, Backend.MASK):
+        seen = [0]
+        runs[backend] = simulate(plan, SecureSumConfig(backend=backend, min_survivors=2), data_dir=HZMETRO_DIR, intercept=vanish)
+    mask = runs[Backend.MASK]
+    assert set(mask.dropped) == {2} and set(runs[Backend.PLAIN].dropped) == {2}
+    assert any("dropped during a streaming sum; re-keying" in line for line in mask.server_log)
+    assert _numbers(mask.metrics) == pytest.approx(_numbers(runs[Backend.PLAIN].metrics), rel=1e-4)

@@ -51,6 +51,11 @@ class MaskPlan:
     degree: int  # neighbours per client
     threshold: int  # Shamir threshold: shares needed to recover one client's secret
     min_survivors: int  # fewest contributors a released sum may have
+    streaming: bool = False  # sums marked SumSpec.streaming use the streaming variant
+
+    def streams(self, spec) -> bool:
+        """Whether this sum takes the streaming variant (both sides decide it the same way)."""
+        return self.streaming and spec.streaming
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class MaskConfig:
         threshold: Shamir threshold; None = a majority of the client and its neighbours.
             Values below that majority are refused: they would let a server that equivocates
             collect both recovery secrets of one client.
+        streaming: allow the streaming variant for sums that ask for it (SumSpec.streaming),
+            with the complete graph only: pairwise masks from the round's keys, no self-mask,
+            no per-sum consistency or unmask step; a dropout re-keys the survivors and redoes
+            the sum. False runs every sum through the full protocol (threat_model.md M-STREAM).
     """
 
     clip_range: float = 8.0
@@ -76,6 +85,7 @@ class MaskConfig:
     complete_up_to: int = 100
     degree: int | None = None
     threshold: int | None = None
+    streaming: bool = True
 
     def __post_init__(self) -> None:
         FixedPoint(self.clip_range, self.precision_bits, self.ring_bits or 64)  # validates all three
@@ -88,6 +98,8 @@ class MaskConfig:
                 raise ConfigError(f"degree must be even (a Harary graph links degree/2 clients on each side), got {self.degree}")
         if self.threshold is not None:
             _positive_int("threshold", self.threshold, 2)
+        if not isinstance(self.streaming, bool):
+            raise ConfigError(f"streaming must be a bool, got {self.streaming!r}")
 
     def resolve(self, n_clients: int, min_survivors: int | None, *, round_clients: int | None = None) -> MaskPlan:
         """Resolve graph, degree, threshold and min_survivors for ``n_clients`` participants.
@@ -120,7 +132,9 @@ class MaskConfig:
                 f"min_survivors={survivors} must be between a majority ({majority(base)}) and all ({base}) "
                 "clients of the round for the mask backend"
             )
-        return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors)
+        # streaming needs every client masked with every live client: with the sparse graph a server
+        # could show a few neighbours live sets that pair only them, and nothing would catch it
+        return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors, self.streaming and not sparse)
 
     def encoding(self, n_clients: int, n_values: int, clip_range: float | None = None) -> FixedPoint:
         """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients

@@ -34,11 +34,12 @@ class LocalSession:
         self.round += 1
         self.runner.run(self.server.setup(self.round))
 
-    def secure_sum(self, name: str, inputs: Mapping[int, Mapping[str, Any]]) -> SumResult:
-        """Every client in ``inputs`` contributes; returns the server's view of the result."""
+    def secure_sum(self, name: str, inputs: Mapping[int, Mapping[str, Any]], *, streaming: bool = False) -> SumResult:
+        """Every client in ``inputs`` contributes; returns the server's view of the result
+        (``streaming``: see SumSpec)."""
         for client, tensors in inputs.items():
             self.clients[client].contribute(name, tensors)
-        spec = SumSpec.of(name, next(iter(inputs.values())))
+        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming)
         return self.runner.run(self.server.aggregate(spec))
 
 

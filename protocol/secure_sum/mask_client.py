@@ -17,6 +17,12 @@ Per sum s (any number per epoch, each with its own PRG streams):
                   after the same check.
   7. DELIVER      decode the ring sum.
 
+Streaming sums (SumSpec.streaming, MaskConfig.streaming, complete graph; for the many sums per
+batch of FedSTGD): step 3 without the self-mask, then straight to 7. The pairwise masks cancel
+only if every live client's input arrives, so a dropout makes the server re-key the survivors
+and ask again; nothing is ever revealed for such a sum, and every live client of one is treated
+as having contributed (its mask key must stay secret for the rest of the epoch).
+
 The rules that keep every input hidden (threat_model.md M-BOTH): for each peer we reveal
 either its seed share or its mask-key share, never both; we reveal a mask-key share only for
 a peer that has not contributed to an earlier sum of this epoch (its self-mask for that sum
@@ -102,6 +108,7 @@ class _Epoch:
     signatures: dict[int, bytes] = field(default_factory=dict)  # consistency signatures offered
     vouched: set[int] = field(default_factory=set)  # ... and those verified
     verified: bool = False
+    streaming: bool = False  # the current sum takes the streaming variant
 
 
 class MaskClient(ClientRole):
@@ -235,18 +242,23 @@ class MaskClient(ClientRole):
         x = self._contribution(request.spec)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))
         _, y[-1] = expected.encode(x, out=y[:-1])
-        lab = self._labels(ep)
-        self._prg.add_into(y, self_mask_key(ep.seed, **lab, sum_index=s), stream_id=0, sign=1)
+        streaming = ep.plan.streams(request.spec)
+        if not streaming:
+            self._prg.add_into(y, self_mask_key(ep.seed, **self._labels(ep), sum_index=s), stream_id=0, sign=1)
         for v in sorted(live & ep.graph.of(self.client_id)):
             self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
         self._prg.release()
-        ep.sum_index, ep.spec, ep.encoding, ep.live = s, request.spec, expected, live
+        ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming = s, request.spec, expected, live, streaming
         ep.survivors, ep.verified = None, False
+        if streaming:  # inputs under pairwise masks only: no live client's mask key may ever be revealed
+            ep.exposed |= live
         return InputResponse(self._header(request), y, ())
 
     # --- 4. consistency --------------------------------------------------------------------
     def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
         ep = self._current(request)
+        if ep.streaming:
+            raise self._fail(f"sum {ep.sum_index} is a streaming sum: it has no consistency step")
         survivors = frozenset(request.survivors)
         if ep.live is None or list(request.survivors) != sorted(survivors) or not survivors <= ep.live:
             raise self._fail("survivor set must be sorted, unique and within the live set")
@@ -335,15 +347,16 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         spec, encoding = ep.spec, ep.encoding
         agg = request.aggregate
-        if not ep.verified or request.sum_index != ep.sum_index or frozenset(request.contributors) != ep.survivors:
+        contributors = ep.live if ep.streaming else ep.survivors  # streaming: all live, or the masks did not cancel
+        if not (ep.streaming or ep.verified) or request.sum_index != ep.sum_index or frozenset(request.contributors) != contributors:
             raise self._fail(f"delivered sum {request.sum_index} does not match the verified sum {ep.sum_index}")
         self._done_sum = (ep.round, ep.sum_index)
         if agg is None and spec.server_only:
-            self._finish(SumResult(spec, None, ep.survivors, request.clipped, encoding.error_bound(len(ep.survivors))))
+            self._finish(SumResult(spec, None, contributors, request.clipped, encoding.error_bound(len(contributors))))
             return Ack(self._header(request))
         if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
             raise self._fail("delivered aggregate has the wrong shape or dtype")
         values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         clipped = encoding.decode_count(agg[-1])
-        self._finish(SumResult(spec, spec.unflatten(values), ep.survivors, clipped, encoding.error_bound(len(ep.survivors))))
+        self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, encoding.error_bound(len(contributors))))
         return Ack(self._header(request))

@@ -10,6 +10,11 @@ running ring vector, never an individual input), and removes masks:
   an earlier sum of the key epoch. When it has, its mask key must stay secret (its earlier
   self-mask is known), so the server re-keys the survivors and asks for the sum again.
 
+Streaming sums (see mask_client.py) stop after step 3: with every live client's input in, the
+pairwise masks cancel and the running sum is the encoded sum. With one missing they cannot be
+removed without a secret that would expose someone, so the server re-keys the survivors and
+asks again.
+
 ``revealed`` records which recovery secret the server obtained for each client; the
 invariant (tested, and audited from transcripts) is that no client appears with both.
 """
@@ -142,6 +147,7 @@ class MaskServer(ServerRole):
         index, self._next_sum = self._next_sum, self._next_sum + 1
         self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
         while True:  # 3. masked input (again under new keys if a re-key is needed)
+            streaming = self._plan.streams(spec)
             encoding = self.config.mask.encoding(len(self._participants), spec.size, spec.clip_range)
             live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
@@ -161,12 +167,16 @@ class MaskServer(ServerRole):
             self._note(Stage.INPUT, outcome)
             survivors = set(outcome.accepted)
             dropped = set(live) - survivors
-            if not dropped & self._exposed:
+            if not dropped or not (streaming or dropped & self._exposed):
                 break
-            self.log.append(f"round {self.round}: clients {sorted(dropped & self._exposed)} dropped after contributing earlier; re-keying")
+            why = "during a streaming sum" if streaming else "after contributing earlier"
+            self.log.append(f"round {self.round}: clients {sorted(dropped)} dropped {why}; re-keying")
             yield from self._key_setup(survivors)
         plan, graph, lab = self._plan, self._graph, self._labels()
         self._require(len(survivors), plan.min_survivors, "sent masked inputs")
+        if streaming:  # every live input is in: the pairwise masks cancel in acc
+            self._exposed |= survivors
+            return (yield from self._deliver(index, spec, encoding, acc, survivors))
 
         # 4. consistency: every survivor signs (live, survivors)
         survivor_list = tuple(sorted(survivors))
@@ -241,20 +251,23 @@ class MaskServer(ServerRole):
                 self_keys[u] = self_mask_key(seed, **lab, sum_index=index)
         for v in survivor_list:
             self._prg.add_into(acc, self_keys[v], stream_id=0, sign=-1)
+        self.live = survivors - missing
+        return (yield from self._deliver(index, spec, encoding, acc, survivors))
 
-        # 7. decode and deliver
+    def _deliver(self, index: int, spec: SumSpec, encoding, acc: np.ndarray, contributors: set[int]) -> StepGen[SumResult]:
+        """7. Decode the unmasked ring sum and send it to the live clients."""
         values = encoding.decode_sum(np.ascontiguousarray(acc[:-1]))
         clipped = encoding.decode_count(acc[-1])
-        self.live = survivors - missing
+        listed = tuple(sorted(contributors))
         outcome = yield self._step(
             Stage.DELIVER,
             lambda h: self._per_client(
-                h, sorted(self.live), DeliverRequest, lambda c: (index, survivor_list, None if spec.server_only else acc, (), clipped)
+                h, sorted(self.live), DeliverRequest, lambda c: (index, listed, None if spec.server_only else acc, (), clipped)
             ),
             lambda c, r: None,
         )
         self.live &= set(outcome.accepted)
-        return SumResult(spec, spec.unflatten(values), frozenset(survivors), clipped, encoding.error_bound(len(survivors)))
+        return SumResult(spec, spec.unflatten(values), frozenset(contributors), clipped, encoding.error_bound(len(contributors)))
 
     def _vouching(self, signatures: dict[int, bytes]):
         """Signatures a client needs to vouch for some clients: from each one and its neighbours

@@ -25,7 +25,7 @@ TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
         None: frozenset({_S.ADVERTISE}),
         _S.ADVERTISE: frozenset({_S.SHARE_KEYS, _S.ADVERTISE}),
         _S.SHARE_KEYS: frozenset({_S.INPUT, _S.ADVERTISE}),
-        _S.INPUT: frozenset({_S.CONSISTENCY, _S.ADVERTISE}),
+        _S.INPUT: frozenset({_S.CONSISTENCY, _S.DELIVER, _S.ADVERTISE}),  # DELIVER: streaming sums
         _S.CONSISTENCY: frozenset({_S.UNMASK, _S.ADVERTISE}),
         _S.UNMASK: frozenset({_S.RECOVER, _S.DELIVER, _S.ADVERTISE}),
         _S.RECOVER: frozenset({_S.DELIVER, _S.ADVERTISE}),

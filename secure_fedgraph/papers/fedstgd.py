@@ -174,7 +174,9 @@ class FedSTGDConfig:
         return self._pq_spec("pq-grad", index, batch, self.gradient_clip)
 
     def _pq_spec(self, name: str, index: int, batch: int, clip_range: float) -> SumSpec:
-        return SumSpec(name, tuple(TensorSpec(k, v) for k, v in self.shape.sum_shapes(index, batch).items()), clip_range=clip_range)
+        # streaming: 32 sums per batch, each awaited by the next step (mask's streaming variant, M-STREAM)
+        shapes = tuple(TensorSpec(k, v) for k, v in self.shape.sum_shapes(index, batch).items())
+        return SumSpec(name, shapes, clip_range=clip_range, streaming=True)
 
 
 @functools.lru_cache(maxsize=2)

@@ -22,7 +22,7 @@ SAMPLES = {
     float: 2.5,
     str: "complete",
     bytes: b"\x00\x01payload",
-    SumSpec: SumSpec.of("grads", {"w": np.zeros((2, 3)), "b": np.zeros(4)}),
+    SumSpec: SumSpec.of("grads", {"w": np.zeros((2, 3)), "b": np.zeros(4)}, streaming=True),  # non-default flags survive
     FixedPoint: FixedPoint(8.0, 20, 32),
     m.SignedKeys: m.SignedKeys(4, b"a" * 32, b"b" * 32, b"c" * 32, b"d" * 64),
     m.Sealed: m.Sealed(1, 2, b"sealed"),
