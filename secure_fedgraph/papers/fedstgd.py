@@ -56,6 +56,9 @@ N_STATIONS = 80
 GRADIENTS = ("exact", "detached")
 NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
 ERRORS = ("sse", "sae", "sape", "count")
+SYNCS = ("round", "batch")
+GLOBAL_GRADIENT = "global-grad"
+GLOBAL_GRADIENT_CLIP = 1e11  # x 2^20 x 8 clients still fits the 64-bit ring
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class FedSTGDConfig:
             HZMetro's 80 stations (data/hzmetro.py: partition_stations).
         rounds: global rounds R_g.
         local_epochs: local epochs R_l per round.
+        sync: "round" (Algorithm 1: each client takes Adam steps on its own copy of the
+            global parameters, FedAvg after every round) or "batch" (beyond the paper: after
+            every batch the global parameters' gradients go through one more secure sum and
+            every client takes the same Adam step on the pooled gradient, so the clients train
+            one model, as the one-party decomposed run does; no FedAvg is needed).
         gradients: "exact" (a second secure sum per P/Q sum) or "detached".
         gnea: graph node embedding augmentation (eqs. 19-20); False is "w/o GNEA".
         inter_client: P/Q sums over all clients; False is "w/o -,All" (each client alone).
@@ -89,6 +97,7 @@ class FedSTGDConfig:
     clients: int = 4
     rounds: int = 3
     local_epochs: int = 1
+    sync: str = "round"
     gradients: str = "exact"
     gnea: bool = True
     inter_client: bool = True
@@ -126,6 +135,8 @@ class FedSTGDConfig:
             raise ConfigError(f"adjacency must be one of {ADJACENCIES}, got {self.adjacency!r}")
         if self.adjacency == "exact" and self.clients != 1:
             raise ConfigError(f"adjacency='exact' is the centralised model: it needs clients=1, got {self.clients}")
+        if self.sync not in SYNCS:
+            raise ConfigError(f"sync must be one of {SYNCS}, got {self.sync!r}")
         if self.gradients not in GRADIENTS:
             raise ConfigError(f"gradients must be one of {GRADIENTS}, got {self.gradients!r}")
         for name in ("gnea", "inter_client"):
@@ -162,16 +173,23 @@ class FedSTGDConfig:
         return [min(size, count - start) for start in range(0, count, size)]
 
     def sums_per_batch(self, *, training: bool = True) -> int:
-        """Secure sums per batch: one per GRU step and k, twice with exact gradients."""
+        """Secure sums per batch: one per GRU step and k, twice with exact gradients, and the
+        global gradient sum with ``sync="batch"``."""
+        synced = int(training and self.sync == "batch")
         if not self.cross_client:
-            return 0
-        return self.shape.n_sums * (2 if training and self.gradients == "exact" else 1)
+            return synced
+        return self.shape.n_sums * (2 if training and self.gradients == "exact" else 1) + synced
 
     def forward_spec(self, index: int, batch: int) -> SumSpec:
         return self._pq_spec("pq", index, batch, self.forward_clip)
 
     def gradient_spec(self, index: int, batch: int) -> SumSpec:
         return self._pq_spec("pq-grad", index, batch, self.gradient_clip)
+
+    def global_gradient_spec(self, global_weights: dict[str, np.ndarray]) -> SumSpec:
+        """``sync="batch"``: the global parameters' gradients, times the batch's loss terms
+        (like the P/Q gradients), so they sit well above the fixed-point resolution."""
+        return SumSpec.of(GLOBAL_GRADIENT, global_weights, clip_range=GLOBAL_GRADIENT_CLIP, streaming=True)
 
     def _pq_spec(self, name: str, index: int, batch: int, clip_range: float) -> SumSpec:
         # streaming: 32 sums per batch, each awaited by the next step (mask's streaming variant, M-STREAM)
@@ -270,9 +288,12 @@ class FedSTGD(Plan):
                 for _ in range(c.local_epochs):
                     for size in c.batches("train"):  # 1.-2.
                         yield from self._server_batch(ctx, size, training=True)
+                        if c.sync == "batch":
+                            yield from ctx.secure_sum(c.global_gradient_spec(global_weights))
                         batches += 1
-            with ctx.phase("fedavg"):
-                yield from ctx.secure_sum(SumSpec.of("weights", global_weights))  # 3.
+            if c.sync == "round":
+                with ctx.phase("fedavg"):
+                    yield from ctx.secure_sum(SumSpec.of("weights", global_weights))  # 3.
             with ctx.phase("evaluation"):
                 errors = yield from self._server_evaluation(ctx, "val")  # 4.
             history.append({"round": r, "clients": len(ctx.live), **errors})
@@ -281,7 +302,8 @@ class FedSTGD(Plan):
             test = yield from self._server_evaluation(ctx, "test")  # 5.
         per_batch = {
             "secure_sums_per_batch": c.sums_per_batch(),
-            "elements_up_per_client_per_batch": self._elements_per_batch(),
+            "elements_up_per_client_per_batch": self._elements_per_batch()
+            + (c.global_gradient_spec(global_weights).size if c.sync == "batch" else 0),
             "training_batches": batches,
         }
         return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
@@ -330,8 +352,9 @@ class FedSTGD(Plan):
                     x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
                     yield from self._client_step(ctx, model, optimiser, x, y, slots, scaler)
                 schedule.step()
-            total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
-            load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+            if c.sync == "round":
+                total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
+                load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
             yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
         yield from self._client_evaluation(ctx, model, splits.test, scaler, "test")  # 5.
 
@@ -344,6 +367,13 @@ class FedSTGD(Plan):
         optimiser.zero_grad()
         gradients = tape.backward(loss, exact=c.gradients == "exact")
         yield from self._sums(ctx, gradients, "pq-grad", scale=float(loss_terms(y)))  # the sums carry dL/dS x terms
+        if c.sync == "batch":  # every client steps with the pooled gradient of the global parameters
+            terms = float(loss_terms(y))
+            shared = {k: p for k, p in model.named_parameters() if k != "node_embedding"}
+            grads = {k: (torch.zeros_like(p) if p.grad is None else p.grad).numpy() * terms for k, p in shared.items()}
+            total = yield ctx.secure_sum(GLOBAL_GRADIENT, grads)
+            for k, p in shared.items():
+                p.grad = torch.as_tensor(total.values[k] / terms, dtype=p.dtype)
         optimiser.step()
 
     def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):
