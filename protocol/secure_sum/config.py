@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from secure_fedgraph.crypto.ckks import PRESETS, CkksParams
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.spec import SumSpec
 
 
 class Backend(enum.Enum):
@@ -53,7 +54,7 @@ class MaskPlan:
     min_survivors: int  # fewest contributors a released sum may have
     streaming: bool = False  # sums marked SumSpec.streaming use the streaming variant
 
-    def streams(self, spec) -> bool:
+    def streams(self, spec: SumSpec) -> bool:
         """Whether this sum takes the streaming variant (both sides decide it the same way)."""
         return self.streaming and spec.streaming
 
