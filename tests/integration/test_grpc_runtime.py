@@ -210,6 +210,27 @@ def test_malformed_and_oversized_messages_are_rejected_and_the_run_goes_on(start
         assert errors and errors[0].code() == client_hears and "larger than max" in errors[0].details(), errors
 
 
+def test_a_client_refusing_streaming_leaves_a_run_that_allows_it(start_server):
+    """Client policy (threat_model.md M-STREAM): ``client --no-streaming`` refuses a mask run that
+    allows the streaming variant, saying how to fix it, and the others go on."""
+    run = start_server(clients=4, plan_options=("rounds=1", *TINY))
+    others, careful = run.client("0-2"), run.client("3", "--no-streaming")
+    output, metrics = run.finish()
+    assert others.wait(timeout=60) == 0
+    careful_output = careful.communicate(timeout=60)[0]
+    assert careful.returncode != 0
+    assert "allows the streaming variant, which this client refuses (--no-streaming); start the server with --no-streaming" in careful_output
+    assert metrics["clients_finished"] == 3 and set(metrics["dropped"]) == {"3"}
+
+
+def test_a_client_refusing_streaming_joins_a_server_started_without_it(start_server):
+    run = start_server(clients=3, plan_options=("rounds=1", *TINY), extra=("--no-streaming",))
+    joined = run.client("0-2", "--no-streaming")
+    _, metrics = run.finish()
+    assert joined.wait(timeout=60) == 0 and metrics["clients_finished"] == 3
+    assert metrics["secure_sum"]["mask"]["streaming"] is False
+
+
 def test_a_killed_client_process_does_not_stop_the_run(start_server):
     """Kill the process hosting clients 4-5 in the middle of the run (mask backend: its clients
     drop mid-round and their masks are recovered or the round is re-keyed)."""
