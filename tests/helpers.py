@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
 
@@ -92,3 +93,16 @@ def _hzmetro_dir() -> Path | None:
 
 HZMETRO_DIR = _hzmetro_dir()
 needs_hzmetro = pytest.mark.skipif(HZMETRO_DIR is None, reason="HZMetro not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+
+
+class ServerThatNeverRekeys(MaskServer):
+    """A curious server: after a dropout it asks for the mask-key shares of a client that had
+    already contributed (whose self-mask it knows) instead of re-keying."""
+
+    @property
+    def _exposed(self):
+        return set()
+
+    @_exposed.setter
+    def _exposed(self, value):
+        pass

@@ -280,6 +280,7 @@ class FedSTGD(Plan):
             yield from ctx.secure_sum(NORMALISATION)  # 0.
             yield from ctx.broadcast("model", global_weights)
         history, batches = [], 0
+        gradient_sum = c.global_gradient_spec(global_weights) if c.sync == "batch" else None
         for r in range(c.rounds):
             if r:
                 with ctx.phase("set-up"):
@@ -288,8 +289,8 @@ class FedSTGD(Plan):
                 for _ in range(c.local_epochs):
                     for size in c.batches("train"):  # 1.-2.
                         yield from self._server_batch(ctx, size, training=True)
-                        if c.sync == "batch":
-                            yield from ctx.secure_sum(c.global_gradient_spec(global_weights))
+                        if gradient_sum is not None:
+                            yield from ctx.secure_sum(gradient_sum)
                         batches += 1
             if c.sync == "round":
                 with ctx.phase("fedavg"):
@@ -302,8 +303,7 @@ class FedSTGD(Plan):
             test = yield from self._server_evaluation(ctx, "test")  # 5.
         per_batch = {
             "secure_sums_per_batch": c.sums_per_batch(),
-            "elements_up_per_client_per_batch": self._elements_per_batch()
-            + (c.global_gradient_spec(global_weights).size if c.sync == "batch" else 0),
+            "elements_up_per_client_per_batch": self._elements_per_batch() + (gradient_sum.size if gradient_sum else 0),
             "training_batches": batches,
         }
         return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
@@ -368,12 +368,11 @@ class FedSTGD(Plan):
         gradients = tape.backward(loss, exact=c.gradients == "exact")
         yield from self._sums(ctx, gradients, "pq-grad", scale=float(loss_terms(y)))  # the sums carry dL/dS x terms
         if c.sync == "batch":  # every client steps with the pooled gradient of the global parameters
-            terms = float(loss_terms(y))
             shared = {k: p for k, p in model.named_parameters() if k != "node_embedding"}
-            grads = {k: (torch.zeros_like(p) if p.grad is None else p.grad).numpy() * terms for k, p in shared.items()}
-            total = yield ctx.secure_sum(GLOBAL_GRADIENT, grads)
+            grads = {k: torch.zeros_like(p) if p.grad is None else p.grad for k, p in shared.items()}
+            pooled = yield from _scaled_sum(ctx, GLOBAL_GRADIENT, grads, float(loss_terms(y)))
             for k, p in shared.items():
-                p.grad = torch.as_tensor(total.values[k] / terms, dtype=p.dtype)
+                p.grad = torch.as_tensor(pooled[k], dtype=p.dtype)
         optimiser.step()
 
     def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):
@@ -397,11 +396,17 @@ class FedSTGD(Plan):
             value = next(tape_steps)
             while True:
                 if self.config.cross_client:
-                    result = yield ctx.secure_sum(name, {k: v * scale for k, v in value.items()})
-                    value = {k: v / scale for k, v in result.values.items()}
+                    value = yield from _scaled_sum(ctx, name, value, scale)
                 value = tape_steps.send(value)
         except StopIteration as stop:
             return stop.value
+
+
+def _scaled_sum(ctx: ClientContext, name: str, tensors, scale: float):
+    """A secure sum of ``tensors`` times ``scale``, divided back: small gradients stay well
+    above the fixed-point resolution."""
+    result = yield ctx.secure_sum(name, {k: v * scale for k, v in tensors.items()})
+    return {k: v / scale for k, v in result.values.items()}
 
 
 def load_weights_global(model: FedSTGDModel, weights: dict[str, Any]) -> None:

@@ -13,9 +13,8 @@ from scipy import stats
 from secure_fedgraph.errors import CapacityError, ProtocolError
 from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
-from tests.helpers import make_inputs, max_error, plain_sum
+from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum
 
 N = 5
 MASK = SecureSumConfig(backend=Backend.MASK)
@@ -176,22 +175,9 @@ def test_server_never_holds_an_individual_plaintext():
     assert _server_state_holds_plaintext(Backend.PLAIN)  # the probe does find plaintext where it exists
 
 
-class _ServerThatNeverRekeys(MaskServer):
-    """A curious server: after a dropout it asks for the mask-key shares of a client that had
-    already contributed (whose self-mask it knows) instead of re-keying."""
-
-    @property
-    def _exposed(self):
-        return set()
-
-    @_exposed.setter
-    def _exposed(self, value):
-        pass
-
-
 def test_clients_refuse_to_reveal_a_contributed_clients_mask_key():
     session = local_session(MASK, range(N))
-    session.server.__class__ = _ServerThatNeverRekeys
+    session.server.__class__ = ServerThatNeverRekeys
     session.start_round()
     session.secure_sum("a", make_inputs(range(N)))
     session.runner.drop = {Stage.INPUT: {4}}

@@ -14,7 +14,7 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, local_session
 from secure_fedgraph.protocol.secure_sum.messages import ConsistencyRequest, DeliverRequest
-from tests.helpers import make_inputs, max_error, plain_sum
+from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum
 
 STREAMING = SecureSumConfig(backend=Backend.MASK)
 FULL = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False))
@@ -78,10 +78,8 @@ def test_after_a_streaming_sum_a_dropout_in_a_full_sum_rekeys_instead_of_reveali
 
 
 def test_streaming_contributors_mask_keys_are_never_revealed_even_if_the_server_asks():
-    from tests.protocol.test_mask_security import _ServerThatNeverRekeys
-
     session = local_session(STREAMING, range(5))
-    session.server.__class__ = _ServerThatNeverRekeys
+    session.server.__class__ = ServerThatNeverRekeys
     session.start_round()
     session.secure_sum("a", make_inputs(range(5)), streaming=True)
     session.runner.drop = {Stage.INPUT: {4}}
