@@ -2,7 +2,9 @@
 stream to the server, each with its own identity key, secure-sum role, plan and data.
 
 Per logical client: connect with its TLS certificate; send Hello; on Welcome, check the run's
-configuration against this process's policy (the backend it accepts) and every participant's
+configuration against this process's own security policy (ClientPolicy: the backends, the
+streaming variant, the survivor floor, the least DP noise on uploaded activations; the
+thresholds and graph are checked again at every key set-up) and every participant's
 certificate against the CA, then build the client's host; answer each request in order until
 the run ends or the stream does.
 """
@@ -26,8 +28,9 @@ from secure_fedgraph.papers import plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
-from secure_fedgraph.protocol.secure_sum.config import Backend, config_from_dict
+from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
 
@@ -40,8 +43,7 @@ class ClientOptions:
     ids: Sequence[int]
     keys: Path
     data_dir: Path | None = None
-    backends: frozenset[Backend] = frozenset({Backend.MASK, Backend.CKKS})
-    streaming: bool = True  # accept mask's streaming variant for the sums a plan marks (M-STREAM)
+    policy: ClientPolicy = field(default_factory=ClientPolicy)  # this process's own security minimums (M-POLICY)
     transcript_dir: Path | None = None
     audit: bool = False
     server_name: str = "localhost"
@@ -162,16 +164,11 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     """Check the run against this process's policy and the CA; build the logical client."""
     config = json.loads(welcome.config_json)
     secure = config_from_dict(config["secure_sum"])
-    if secure.backend not in options.backends:
-        raise ConfigError(
-            f"client {client}: the server runs the {secure.backend.value} backend; this client accepts "
-            f"{', '.join(sorted(b.value for b in options.backends))} (see --backend)"
-        )
-    if secure.backend is Backend.MASK and secure.mask.streaming and not options.streaming:
-        raise ConfigError(
-            f"client {client}: the server's mask backend allows the streaming variant, which this client refuses "
-            "(--no-streaming); start the server with --no-streaming"
-        )
+    plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
+    try:
+        options.policy.check_run(secure, n_run=len(welcome.participants), uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
+    except ProtocolError as exc:
+        raise ConfigError(f"client {client}: {exc}") from None
     if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
         raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
     directory = {}
@@ -181,8 +178,7 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
             raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
         directory[listed] = identity
     identity = load_identity(keys.identity_key(client))
-    plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
-    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory)
+    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory, policy=options.policy)
     data = plan.load_client_data(client, options.data_dir)
     host = ClientHost(role=role, plan=plan.client, context=ClientContext(client, plan.seed, data))
     if options.audit and transcript is not None:

@@ -19,10 +19,12 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import math
+
 import numpy as np
 
 from secure_fedgraph.crypto.keys import SecretMaterial
-from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import collectives
 from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
 from secure_fedgraph.protocol.messages import (
@@ -96,6 +98,7 @@ class ServerContext:
         self.clients = sorted(clients)
         self.live = set(self.clients)
         self.dropped: dict[int, str] = {}
+        self.abandoned: dict[str, int] = {}  # sums given up, by name (metrics: abandoned_sums)
         self._report = report
 
     @property
@@ -125,10 +128,14 @@ class ServerContext:
 
     def _follow_role(self, what: str) -> None:
         """Clients the secure-sum backend lost are out of the run too (the transport's log says
-        how each one left)."""
+        how each one left); those it caught lying are named as excluded."""
+        for client, reason in self.role.excluded.items():
+            if client in self.live:
+                self.dropped.setdefault(client, f"excluded in round {self.round}: {reason}")
         for client in sorted(self.live - set(self.role.live)):
             self.dropped.setdefault(client, f"left during {what} in round {self.round}")
         self.live &= set(self.role.live)
+        self.live -= set(self.role.excluded)
 
     def start_round(self, round_index: int) -> StepGen[None]:
         """Begin a round: the secure-sum backend's key set-up among the live clients."""
@@ -157,8 +164,16 @@ class ServerContext:
         return received
 
     def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
-        result = yield from collectives.secure_sum(self.role, spec)
-        self._follow_role(f"secure sum {spec.name!r}")
+        """One secure sum. Raises :class:`SumAbandoned` when the backend gave it up (a dropout
+        in a streaming sum, a secret that could not be recovered): the plan decides whether to
+        skip the step; every client's plan is told the same when its next request arrives."""
+        try:
+            result = yield from collectives.secure_sum(self.role, spec)
+        except SumAbandoned:
+            self.abandoned[spec.name] = self.abandoned.get(spec.name, 0) + 1
+            raise
+        finally:
+            self._follow_role(f"secure sum {spec.name!r}")
         self._count("up", len(result.contributors) * spec.size)
         if not spec.server_only:
             self._count("down", len(result.contributors) * spec.size)
@@ -210,16 +225,30 @@ class ClientContext:
         return Receive(name)
 
     @staticmethod
-    def secure_sum(name: str, tensors: Mapping[str, Any]) -> SecureSum:
-        return SecureSum(name, tensors)
+    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False) -> SecureSum:
+        return SecureSum(name, tensors, releasable)
 
     @staticmethod
     def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
         return Upload(name, tensors, privacy)
 
 
+def rounded_to_bound(values: np.ndarray, error_bound: float) -> np.ndarray:
+    """``values`` rounded to the power of two at or above ``error_bound``: what a client releases
+    of a decrypted CKKS sum. The digits below the stated precision are encryption noise, which
+    key-recovery attacks on CKKS decryptions read (Li and Micciancio 2021)."""
+    if not error_bound > 0:
+        return np.asarray(values, dtype=np.float64)
+    quantum = 2.0 ** math.ceil(math.log2(error_bound))
+    return np.round(np.asarray(values, dtype=np.float64) / quantum) * quantum
+
+
 class ClientHost(SecretMaterial):
-    """One logical client: its secure-sum role and its plan, answering the server in order."""
+    """One logical client: its secure-sum role and its plan, answering the server in order.
+
+    A sum the server abandons reaches the plan as :class:`SumAbandoned`, raised at the
+    ``yield`` of its SecureSum need, when the next request shows the server went on without it.
+    """
 
     def __init__(self, *, role: ClientRole, plan: Callable[[ClientContext], ClientPlan], context: ClientContext) -> None:
         self.role = role
@@ -232,7 +261,8 @@ class ClientHost(SecretMaterial):
         self._last_step = 0
         self._round = -1
         self._plan = plan(context)
-        self._sums: dict[str, SumResult] = {}  # the latest result of each sum, for release
+        self._releasable: dict[str, SumResult] = {}  # the latest result of each sum the plan marked releasable
+        self._pending: SecureSum | None = None  # contributed, not delivered yet
         self._need: Need | None = None
         self._resume(None, first=True)
 
@@ -246,6 +276,22 @@ class ClientHost(SecretMaterial):
         except StopIteration:
             self._need, self.finished = None, True
 
+    def _abort(self, name: str) -> None:
+        """Tell the plan that sum ``name`` was abandoned (it raises SumAbandoned at its yield)."""
+        self._pending = None
+        try:
+            self._need = self._plan.throw(SumAbandoned(f"client {self.client_id}: the server abandoned sum {name!r}"))
+        except StopIteration:
+            self._need, self.finished = None, True
+
+    def _continues_pending(self, request: Any) -> bool:
+        """Whether ``request`` belongs to the pending sum: its secure-sum stages, or (before any
+        of its contribution could be unmasked) a re-key and the same sum asked for again."""
+        stage = request.header.stage
+        if stage not in SECURE_SUM_STAGES:
+            return False
+        return stage is not Stage.INPUT or request.spec.name == self._pending.name
+
     def _fail(self, what: str) -> ProtocolError:
         return ProtocolError(f"client {self.client_id}: {what}")
 
@@ -254,6 +300,14 @@ class ClientHost(SecretMaterial):
         if not isinstance(need, kind) or need.name != name:
             raise self._fail(f"the server asked for {kind.__name__.lower()} {name!r} but this client's plan waits for {need!r}")
         return need
+
+    def _may_release(self, name: str, spec: SumSpec) -> SumResult:
+        """The sum this client may hand to the server: one it holds, of the asked shape, that
+        its plan marked releasable when it contributed (threat_model.md C-RELEASE)."""
+        held = self._releasable.get(name)
+        if held is None or held.spec != spec:
+            raise self._fail(f"asked to release {name!r}: not a sum this client holds and its plan marked releasable")
+        return held
 
     def handle(self, request: Any) -> Any:
         """Answer one request (the transport calls this once per request, in order)."""
@@ -264,6 +318,10 @@ class ClientHost(SecretMaterial):
             raise self._fail(f"step {h.step} of round {h.round} is not after step {self._last_step} of round {self._round} (replayed or reordered)")
         if self.ended:
             raise self._fail("request after the end of the run")
+        abandoned = self.role.settle(request) + self.role.abandoned
+        self.role.abandoned.clear()
+        if self._pending is not None and (self._pending.name in abandoned or not self._continues_pending(request)):
+            self._abort(self._pending.name)
         if h.stage in SECURE_SUM_STAGES:
             if h.stage is Stage.INPUT:
                 need = self._expect(SecureSum, request.spec.name)
@@ -271,18 +329,22 @@ class ClientHost(SecretMaterial):
                 if self.on_contribute is not None:
                     self.on_contribute(h, need.name, need.tensors)
             response = self.role.handle(request)
+            if h.stage is Stage.INPUT:
+                self._pending = need
             if h.stage is Stage.DELIVER:
-                self._sums[self.role.last_result.spec.name] = self.role.last_result
-                self._resume(self.role.last_result)
+                result, pending = self.role.last_result, self._pending
+                self._pending = None
+                if pending is not None and pending.releasable:
+                    self._releasable[result.spec.name] = result
+                self._resume(result)
         elif isinstance(request, BroadcastRequest | ScatterRequest):
             self._expect(Receive, request.name)
             self._resume(tensors_of(request.tensors))
             response = Ack(self._reply_header(h))
         elif isinstance(request, UploadRequest) and request.name.startswith(RELEASE_PREFIX):
-            held = self._sums.get(request.name[len(RELEASE_PREFIX) :])
-            if held is None or held.spec != request.spec:
-                raise self._fail(f"asked to release {request.name!r}, a sum this client does not hold")
-            response = UploadResponse(self._reply_header(h), request.name, named(held.values))
+            held = self._may_release(request.name[len(RELEASE_PREFIX) :], request.spec)
+            rounded = {k: rounded_to_bound(v, held.error_bound) for k, v in held.values.items()}
+            response = UploadResponse(self._reply_header(h), request.name, named(rounded))
         elif isinstance(request, UploadRequest):
             need = self._expect(Upload, request.name)
             tensors = {k: as_array(v) for k, v in need.tensors.items()}

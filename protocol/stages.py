@@ -12,6 +12,7 @@ import enum
 class Stage(enum.Enum):
     # secure sum
     ADVERTISE = "advertise"  # clients publish signed round keys
+    GRAPH = "graph"  # mask, sparse graph: clients reveal the nonces that seed the graph
     SHARE_KEYS = "share_keys"  # mask: clients seal Shamir shares to neighbours
     KEY_DEAL = "key_deal"  # ckks: the dealer makes the context, seals it to peers
     KEY_INSTALL = "key_install"  # ckks: peers open and install the secret context
@@ -32,6 +33,7 @@ class Stage(enum.Enum):
 SECURE_SUM_STAGES = frozenset(
     {
         Stage.ADVERTISE,
+        Stage.GRAPH,
         Stage.SHARE_KEYS,
         Stage.KEY_DEAL,
         Stage.KEY_INSTALL,

@@ -13,6 +13,13 @@ from secure_fedgraph import __version__
 from secure_fedgraph.errors import ConfigError, SecureFedGraphError
 
 
+def _adversary(args: argparse.Namespace):
+    from secure_fedgraph.protocol.secure_sum import Adversary, Threat
+
+    return Adversary(corrupt_fraction=args.corrupt_fraction, dropout_fraction=args.dropout_fraction, security_bits=args.security_bits,
+                     threat=Threat.HONEST_BUT_CURIOUS if args.honest_but_curious else Threat.ACTIVE)
+
+
 def _secure_config(args: argparse.Namespace):
     from secure_fedgraph.crypto.ckks import PRESETS
     from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
@@ -20,9 +27,18 @@ def _secure_config(args: argparse.Namespace):
     return SecureSumConfig(
         backend=Backend(args.backend),
         min_survivors=args.min_survivors,
-        mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph), streaming=not args.no_streaming),
+        mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph), streaming=not args.no_streaming,
+                        adversary=_adversary(args), degree=args.degree, max_rekeys_per_round=args.max_rekeys),
         ckks=CkksConfig(params=PRESETS[args.ckks_params], clip_range=args.clip_range),
     )
+
+
+def _client_policy(args: argparse.Namespace):
+    from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy
+
+    return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
+                        allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
+                        min_dp_sigma=args.min_dp_sigma, max_rekeys_per_round=args.max_rekeys)
 
 
 def _plan(args: argparse.Namespace):
@@ -50,6 +66,17 @@ def _plan(args: argparse.Namespace):
     return cls(cls.Config(**values))
 
 
+def _add_adversary_options(group) -> None:
+    """The adversary a party assumes (server: to choose thresholds and graphs; client: to check them)."""
+    group.add_argument("--corrupt-fraction", type=float, default=1 / 3,
+                       help="fraction of the run's clients that may collude with the server (default 1/3)")
+    group.add_argument("--dropout-fraction", type=float, default=0.1, help="fraction of clients expected to drop out (default 0.1)")
+    group.add_argument("--security-bits", type=int, default=40, help="the sparse graph fails with probability at most 2^-BITS (default 40)")
+    group.add_argument("--honest-but-curious", action="store_true",
+                       help="assume a server that follows the protocol: lower thresholds (majority), cheaper; weaker (threat_model.md)")
+    group.add_argument("--max-rekeys", type=int, default=4, help="key set-ups a round may add after its first, one per dropout (default 4)")
+
+
 def _add_secure_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("secure sum")
     group.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
@@ -60,7 +87,11 @@ def _add_secure_options(parser: argparse.ArgumentParser) -> None:
                        help="mask: run every sum through the full protocol, also the sums a plan marks as streaming "
                             "(FedSTGD's P/Q sums); see threat_model.md M-STREAM")
     group.add_argument("--ckks-params", choices=["lean", "standard"], default="lean", help="ckks: parameter preset (default lean)")
-    group.add_argument("--min-survivors", type=int, default=None, help="fewest contributors a sum may have (default a majority)")
+    group.add_argument("--min-survivors", type=int, default=None,
+                       help="fewest contributors a sum may have, of the run's clients (default a majority, and two more than the colluders)")
+    group.add_argument("--degree", type=int, default=None,
+                       help="mask, sparse graph: neighbours per client (default the least that holds against the stated adversary)")
+    _add_adversary_options(group)
 
 
 def _keys_init(args: argparse.Namespace) -> int:
@@ -95,15 +126,13 @@ def _server(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> int:
     from secure_fedgraph.clients.runtime import ClientOptions, parse_ids, run_clients
-    from secure_fedgraph.protocol.secure_sum import Backend
 
     options = ClientOptions(
         server=args.server,
         ids=parse_ids(args.ids),
         keys=Path(args.certs),
         data_dir=Path(args.data_dir) if args.data_dir else None,
-        backends=frozenset(Backend(b) for b in args.backend),
-        streaming=not args.no_streaming,
+        policy=_client_policy(args),
         transcript_dir=Path(args.transcript) if args.transcript else None,
         audit=args.audit,
         server_name=args.server_name,
@@ -273,10 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--ids", required=True, help="client ids to host: 0-9, or 0,3,5-7")
     client.add_argument("--certs", required=True, help="folder with ca.pem and clients/client-<id>.{pem,key,identity}")
     client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
-    client.add_argument("--backend", action="append", choices=["plain", "mask", "ckks"], default=None,
-                        help="backends these clients accept (repeatable; default mask and ckks: plain must be allowed explicitly)")
-    client.add_argument("--no-streaming", action="store_true",
+    policy = client.add_argument_group("security policy (what these clients accept, whatever the server announces; threat_model.md M-POLICY)")
+    policy.add_argument("--backend", action="append", choices=["plain", "mask", "ckks"], default=None,
+                        help="backends these clients accept (repeatable; default mask only: ckks gives every input to one colluding "
+                             "client, plain to the server)")
+    policy.add_argument("--no-streaming", action="store_true",
                         help="refuse a run whose mask backend allows the streaming variant (threat_model.md M-STREAM)")
+    policy.add_argument("--no-sparse", action="store_true", help="refuse the sparse neighbour graph (accept the complete graph only)")
+    policy.add_argument("--min-survivors-fraction", type=float, default=0.5,
+                        help="refuse sums over this fraction of the run's clients or fewer (default 0.5: a majority)")
+    policy.add_argument("--min-dp-sigma", type=float, default=1.0,
+                        help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn; default 1; "
+                             "0 accepts no noise: the server then sees your hidden states as they are)")
+    _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
@@ -303,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "server_ip", 1) is None:
         args.server_ip = ["127.0.0.1"]
     if args.command == "client" and args.backend is None:
-        args.backend = ["mask", "ckks"]
+        args.backend = ["mask"]
     try:
         return args.handler(args)
     except SecureFedGraphError as exc:

@@ -28,6 +28,14 @@ class DropoutError(ProtocolError):
     """Too few parties remain to finish a secure sum; no partial aggregate is released."""
 
 
+class SumAbandoned(ProtocolError):
+    """A secure sum was given up after some of its inputs could already have been unmasked
+    (a dropout in a streaming sum, a secret that could not be recovered, a corrupt sum).
+    Nothing was released, and no client ever masks those contributions again
+    (threat_model.md M-ONCE): a plan catches this where it can skip the step, or supplies
+    fresh contributions; anywhere else it ends the run."""
+
+
 class PrivacyBudgetError(SecureFedGraphError):
     """A requested privacy budget cannot be met."""
 

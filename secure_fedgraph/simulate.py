@@ -15,6 +15,7 @@ from secure_fedgraph.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import new_session_id
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import Stage
@@ -41,9 +42,12 @@ def simulate(
     intercept: Intercept | None = None,
     record: bool = False,
     say: Callable[[str], None] | None = None,
+    policy: ClientPolicy | None = None,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
-    print one progress line per round (and keep the rows in the metrics' ``round_log``)."""
+    print one progress line per round (and keep the rows in the metrics' ``round_log``).
+    ``policy``: every client's own minimums (default: they accept ``secure``, as one user
+    running every party would)."""
     started = time.perf_counter()
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
@@ -53,7 +57,7 @@ def simulate(
     role = make_server(secure, session=session, directory=directory, clients=ids, sequencer=seq)
     hosts = {
         c: ClientHost(
-            role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory),
+            role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy),
             plan=plan.client,
             context=ClientContext(c, plan.seed, plan.load_client_data(c, data_dir)),
         )
@@ -69,7 +73,8 @@ def simulate(
         return metrics
 
     metrics = runner.run(whole())
-    metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())})
+    metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())},
+                   excluded={str(c): r for c, r in sorted(role.excluded.items())}, abandoned_sums=dict(ctx.abandoned))
     if rounds is not None:
         metrics["round_log"] = rounds.rows
     return SimulationResult(metrics, runner.traffic, dict(ctx.dropped), list(role.log), time.perf_counter() - started, hosts, runner.received)

@@ -26,7 +26,8 @@ from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ServerContext
 from secure_fedgraph.protocol.messages import Ack, Welcome
-from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict, majority
+from secure_fedgraph.protocol.secure_sum.adversary import majority
+from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_server
 from secure_fedgraph.protocol.secure_sum.roles import new_session_id
 from secure_fedgraph.protocol.session import Sequencer
@@ -125,6 +126,8 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         clients_joined=len(joined),
         clients_finished=len(ctx.live),
         dropped={str(c): reason for c, reason in sorted(ctx.dropped.items())},
+        excluded={str(c): reason for c, reason in sorted(role.excluded.items())},
+        abandoned_sums=dict(ctx.abandoned),
         **traffic_summary(traffic, ctx),
         round_log=rounds.rows,
         events=events + role.log,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum import Adversary, Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
@@ -37,6 +38,16 @@ def max_error(values, reference) -> float:
 
 def config_for(backend: Backend, **mask_kwargs) -> SecureSumConfig:
     return SecureSumConfig(backend=backend, mask=MaskConfig(**mask_kwargs), ckks=CkksConfig())
+
+
+# No colluding clients assumed (the server may still deviate): the bounds then allow small sparse
+# graphs, so tests of the sparse graph's mechanics stay small and fast. Never a default.
+NO_COLLUDERS = Adversary(corrupt_fraction=0.0, dropout_fraction=0.05)
+
+
+def sparse_config(degree: int, **mask_kwargs) -> SecureSumConfig:
+    """A sparse graph of a small explicit degree, valid under NO_COLLUDERS."""
+    return SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=degree, adversary=NO_COLLUDERS, **mask_kwargs))
 
 
 
@@ -106,3 +117,26 @@ class ServerThatNeverRekeys(MaskServer):
     @_exposed.setter
     def _exposed(self, value):
         pass
+
+
+def defence_stops(attack: Callable[[], bool], monkeypatch: pytest.MonkeyPatch, target: object, name: str, replacement: object) -> None:
+    """Run ``attack`` against the real code, where it must fail, then against the same code with
+    exactly one defence switched off (``target.name`` replaced), where it must succeed. A test
+    that passes with its defence removed proves nothing; tests/test_threat_model.py requires
+    this helper in every test a claim against a deviating server, colluders or a malicious
+    client cites.
+
+    ``attack()`` returns True when it obtained what it was after (an honest input, a corrupt
+    sum released, an honest client excluded); a refusal by an honest party (a
+    SecureFedGraphError) counts as the attack failing, but only while the defence is on.
+    """
+    from secure_fedgraph.errors import SecureFedGraphError
+
+    try:
+        stopped = not attack()
+    except SecureFedGraphError:
+        stopped = True
+    assert stopped, "the attack succeeded against the real code"
+    with monkeypatch.context() as switched_off:
+        switched_off.setattr(target, name, replacement)
+        assert attack(), f"the attack failed with {getattr(target, '__name__', target)}.{name} switched off: the test proves nothing"

@@ -291,26 +291,29 @@ def test_pq_sums_take_the_streaming_variant_with_the_full_protocols_numbers(plai
 
 
 @needs_hzmetro
-def test_a_client_vanishing_mid_batch_is_survived_with_plains_numbers():
-    """Client 2 stops answering at its 6th masked input (a P/Q sum of the first batch). The
-    server re-keys clients 0 and 1, redoes that sum and the run finishes; the numbers are the
-    plain run's with the same dropout."""
+def test_a_client_vanishing_mid_batch_abandons_that_batch_with_plains_numbers():
+    """Client 3 of 4 stops answering at its 6th masked input (a P/Q sum of the first batch). That
+    streaming sum is abandoned (its inputs are never masked again), every client skips the
+    batch, and the survivors train on; the numbers are the plain run's with the same dropout,
+    which differ from a run where nobody leaves."""
 
     def vanish(direction, stage, client, data):
-        if direction == "up" and client == 2:
+        if direction == "up" and client == 3:
             seen[0] += stage is Stage.INPUT
             if seen[0] >= 6:
                 return None
         return data
 
-    plan = FedSTGD(FedSTGDConfig(clients=3, rounds=2, **TINY))
+    plan = FedSTGD(FedSTGDConfig(clients=4, rounds=2, **TINY))
     runs = {}
     for backend in (Backend.PLAIN, Backend.MASK):
         seen = [0]
-        runs[backend] = simulate(plan, SecureSumConfig(backend=backend, min_survivors=2), data_dir=HZMETRO_DIR, intercept=vanish)
+        runs[backend] = simulate(plan, SecureSumConfig(backend=backend), data_dir=HZMETRO_DIR, intercept=vanish)
     mask = runs[Backend.MASK]
-    assert set(mask.dropped) == {2} and set(runs[Backend.PLAIN].dropped) == {2}
-    assert any("dropped during a streaming sum; re-keying" in line for line in mask.server_log)
+    assert set(mask.dropped) == {3} and set(runs[Backend.PLAIN].dropped) == {3}
+    assert any("dropped during streaming sum 'pq'; abandoned" in line for line in mask.server_log)
+    assert mask.metrics["abandoned_sums"] == {"pq": 1} == runs[Backend.PLAIN].metrics["abandoned_sums"]
+    assert mask.metrics["cost"]["training_batches"] == runs[Backend.PLAIN].metrics["cost"]["training_batches"]
     assert _numbers(mask.metrics) == pytest.approx(_numbers(runs[Backend.PLAIN].metrics), rel=1e-4)
 
 

@@ -16,10 +16,17 @@ from secure_fedgraph.protocol.steps import StepGen
 @dataclass(frozen=True)
 class SecureSum:
     """Client need: contribute ``tensors`` to the sum called ``name``; resumes with the
-    :class:`SumResult` every contributor receives."""
+    :class:`SumResult` every contributor receives, or raises
+    :class:`~secure_fedgraph.errors.SumAbandoned` into the plan when the server gave the sum up
+    (the plan skips the step or yields fresh tensors; the same ones are refused).
+
+    ``releasable``: the plan allows this client to hand the decrypted sum to the server when
+    asked (ckks; error statistics, never model weights). Nothing else is ever released.
+    """
 
     name: str
     tensors: Mapping[str, Any]
+    releasable: bool = False
 
 
 def secure_sum(role: ServerRole, spec: SumSpec) -> StepGen[SumResult]:

@@ -15,7 +15,9 @@ process; the gRPC runtime across processes).
     [3.0, 3.0, 3.0, 3.0]
 """
 
+from secure_fedgraph.protocol.secure_sum.adversary import Adversary, Threat
 from secure_fedgraph.protocol.secure_sum.config import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.local import LocalSession, local_session
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
@@ -25,6 +27,9 @@ from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 __all__ = [
+    "Adversary",
+    "Threat",
+    "ClientPolicy",
     "Backend",
     "CkksConfig",
     "GraphKind",

@@ -30,6 +30,7 @@ from secure_fedgraph.crypto.labels import Purpose, label
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.keyring import open_from, pair_key, seal_for, sign_keys, verify_keys
+from secure_fedgraph.protocol.secure_sum.plain import abandoned_streaming
 from secure_fedgraph.protocol.secure_sum.messages import (
     Ack,
     AdvertiseRequest,
@@ -61,7 +62,7 @@ class CkksServer(ServerRole):
 
     def setup(self, round_index: int, participants=None) -> StepGen[None]:
         chosen = self._begin_round(round_index, participants)
-        self._needed = self.config.survivors_needed(len(chosen))
+        self._needed = self.config.survivors_needed(len(self.clients))
         self._sum_index = 0
         if self.context is None:
             yield from self._deal_keys(chosen)
@@ -141,6 +142,7 @@ class CkksServer(ServerRole):
         live = tuple(sorted(self.live))
         outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept_input)
         self._note(Stage.INPUT, outcome)
+        abandoned_streaming(self, spec, set(live), set(outcome.accepted))
         contributors = tuple(sorted(outcome.accepted))
         self.live = set(contributors)
         self._require(len(contributors), needed, "sent encrypted inputs")
@@ -159,6 +161,7 @@ class CkksServer(ServerRole):
 class CkksClient(ClientRole):
     backend = Backend.CKKS
     round_entry = frozenset({Stage.ADVERTISE, Stage.INPUT})
+    continuing = frozenset({Stage.DELIVER})
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -174,9 +177,10 @@ class CkksClient(ClientRole):
         participants = request.participants
         if list(participants) != sorted(set(participants)) or self.client_id not in participants:
             raise ProtocolError(f"client {self.client_id}: participant list must be sorted, unique and include this client")
-        needed = self.config.survivors_needed(len(participants))
-        if request.min_survivors != needed:
-            raise ProtocolError(f"client {self.client_id}: server announced min_survivors={request.min_survivors}, config gives {needed}")
+        floor = self.policy.floor(self.n_run)
+        if request.min_survivors < floor:
+            raise ProtocolError(f"client {self.client_id}: server announced min_survivors={request.min_survivors}, below the {floor} of "
+                                f"the run's {self.n_run} clients this client's policy needs (--min-survivors-fraction)")
         self._epoch, self._participants = request.epoch, participants
         self._context, self._share_key = None, X25519PrivateKey.generate()
         signed = sign_keys(
@@ -230,14 +234,18 @@ class CkksClient(ClientRole):
         params = self.config.ckks.params
         clip_range = self.config.ckks.clip_range if request.spec.clip_range is None else request.spec.clip_range
         scale_bits = params.scale_for(n_clients=len(self._participants), clip_range=clip_range)
-        x = self._contribution(request.spec)
+        x = self._fresh(request.spec)
         ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits)
+        self._expose(request.spec)  # any key holder can decrypt it from now on
         self._pending = (request.sum_index, request.spec, clip_range, scale_bits)
         return InputResponse(self._header(request), None, tuple(ciphertexts))
 
     def _on_deliver(self, request: DeliverRequest) -> Ack:
         if self._pending is None or self._pending[0] != request.sum_index or self.client_id not in request.contributors:
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not the one this client contributed to")
+        if len(set(request.contributors)) < self.policy.floor(self.n_run):
+            raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} has {len(set(request.contributors))} "
+                                f"contributors, below this client's floor of {self.policy.floor(self.n_run)}")
         _, spec, clip_range, scale_bits = self._pending
         values, clipped = self._context.decrypt_sum(request.ciphertexts, n_values=spec.size, n_contributors=len(request.contributors))
         bound = self.config.ckks.params.error_bound(len(request.contributors), clip_range=clip_range, scale_bits=scale_bits)

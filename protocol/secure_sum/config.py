@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from dataclasses import dataclass, field
 
 from secure_fedgraph.crypto.ckks import PRESETS, CkksParams
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.secure_sum.adversary import (
+    Adversary,
+    Threat,
+    complete_threshold,
+    sparse_at_degree,
+    sparse_check,
+    sparse_parameters,
+    survivor_floor,
+)
 from secure_fedgraph.protocol.spec import SumSpec
 
 
@@ -35,10 +43,6 @@ class GraphKind(enum.Enum):
     SPARSE = "sparse"  # random Harary graph of degree O(log n) (Bell et al. 2020, SecAgg+)
 
 
-def majority(n: int) -> int:
-    return n // 2 + 1
-
-
 def _positive_int(name: str, value: object, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
@@ -51,7 +55,8 @@ class MaskPlan:
     graph: GraphKind  # COMPLETE or SPARSE, never AUTO
     degree: int  # neighbours per client
     threshold: int  # Shamir threshold: shares needed to recover one client's secret
-    min_survivors: int  # fewest contributors a released sum may have
+    min_survivors: int  # fewest contributors a released sum may have (relative to the run's start)
+    max_dropped: int  # sparse: most neighbours of a client that may be missing from a sum's survivors
     streaming: bool = False  # sums marked SumSpec.streaming use the streaming variant
 
     def streams(self, spec: SumSpec) -> bool:
@@ -69,14 +74,19 @@ class MaskConfig:
         ring_bits: 32 or 64; None picks 32 when n * clip_range * 2^precision_bits fits, else 64.
         graph: which pairs share masks (see GraphKind).
         complete_up_to: with graph=AUTO, the largest n that uses the complete graph.
-        degree: neighbours per client in the sparse graph (even); None = 2 * ceil(log2 n).
-        threshold: Shamir threshold; None = a majority of the client and its neighbours.
-            Values below that majority are refused: they would let a server that equivocates
-            collect both recovery secrets of one client.
+        adversary: what the thresholds and the graph must hold against (corrupt and dropout
+            fractions, security bits, deviating or honest-but-curious server;
+            protocol/secure_sum/adversary.py). Clients check the same against their own policy.
+        degree: neighbours per client in the sparse graph (even); None = the least degree
+            meeting Bell et al.'s bounds for ``adversary``. An explicit value must meet them too.
+        threshold: Shamir threshold; None = the least that holds against ``adversary`` (2t > group
+            + colluders against a deviating server). Lower values are refused.
         streaming: allow the streaming variant for sums that ask for it (SumSpec.streaming),
             with the complete graph only: pairwise masks from the round's keys, no self-mask,
-            no per-sum consistency or unmask step; a dropout re-keys the survivors and redoes
-            the sum. False runs every sum through the full protocol (threat_model.md M-STREAM).
+            no per-sum consistency or unmask step; a dropout abandons the sum (its inputs are
+            never masked again). False runs every sum through the full protocol (threat_model.md M-STREAM).
+        max_rekeys_per_round: key epochs a round may add after its first (each follows a dropout
+            that a sum could not recover from without revealing a secret); clients refuse more.
     """
 
     clip_range: float = 8.0
@@ -84,14 +94,18 @@ class MaskConfig:
     ring_bits: int | None = None
     graph: GraphKind = GraphKind.AUTO
     complete_up_to: int = 100
+    adversary: Adversary = field(default_factory=Adversary)
     degree: int | None = None
     threshold: int | None = None
     streaming: bool = True
+    max_rekeys_per_round: int = 4
 
     def __post_init__(self) -> None:
         FixedPoint(self.clip_range, self.precision_bits, self.ring_bits or 64)  # validates all three
         if not isinstance(self.graph, GraphKind):
             raise ConfigError(f"graph must be a GraphKind, got {self.graph!r}")
+        if not isinstance(self.adversary, Adversary):
+            raise ConfigError(f"adversary must be an Adversary, got {self.adversary!r}")
         _positive_int("complete_up_to", self.complete_up_to, 2)
         if self.degree is not None:
             _positive_int("degree", self.degree, 2)
@@ -101,41 +115,61 @@ class MaskConfig:
             _positive_int("threshold", self.threshold, 2)
         if not isinstance(self.streaming, bool):
             raise ConfigError(f"streaming must be a bool, got {self.streaming!r}")
+        _positive_int("max_rekeys_per_round", self.max_rekeys_per_round, 0)
 
-    def resolve(self, n_clients: int, min_survivors: int | None, *, round_clients: int | None = None) -> MaskPlan:
-        """Resolve graph, degree, threshold and min_survivors for ``n_clients`` participants.
+    def survivor_floor(self, n_run: int) -> int:
+        """The default min_survivors: a majority of the run's clients, and two more than the colluders."""
+        return survivor_floor(n_run, 0.5, self.adversary.colluders(n_run))
 
-        ``round_clients``: how many clients the round started with, when a re-key has left fewer
-        participants; min_survivors stays relative to it, so re-keying never lowers the bar.
+    def resolve(self, n_clients: int, min_survivors: int | None, *, n_run: int | None = None) -> MaskPlan:
+        """Resolve graph, degree, threshold and min_survivors for ``n_clients`` participants of a
+        run that started with ``n_run`` clients (default ``n_clients``). min_survivors and the
+        colluders count on the run, so neither a re-key nor a later, smaller round lowers the bar.
 
         Raises:
-            ConfigError: naming the parameter whose value cannot work for this n.
+            ConfigError: naming the parameter whose value cannot hold against ``adversary``.
         """
         _positive_int("number of clients", n_clients, 2)
+        n_run = n_clients if n_run is None else n_run
+        colluders = self.adversary.colluders(n_run)
+        floor = self.survivor_floor(n_run)
+        survivors = floor if min_survivors is None else min_survivors
+        if not floor <= survivors <= n_run:
+            raise ConfigError(
+                f"min_survivors={survivors} must be between {floor} (a majority of the run's {n_run} clients, and two more "
+                f"than its {colluders} colluders) and {n_run}"
+            )
         sparse = self.graph is GraphKind.SPARSE or (self.graph is GraphKind.AUTO and n_clients > self.complete_up_to)
-        if sparse:
-            degree = self.degree if self.degree is not None else 2 * math.ceil(math.log2(n_clients))
-            if degree >= n_clients - 1:
-                sparse, degree = False, n_clients - 1  # the "sparse" graph would be complete anyway
+        if sparse and self.degree is None:
+            found = sparse_parameters(n_clients, colluders, self.adversary)
+            sparse = found is not None and (self.threshold is None or self.threshold >= found.threshold)
+            if sparse:
+                degree, threshold, max_dropped = found.degree, self.threshold or found.threshold, found.max_dropped
+        elif sparse and self.degree < n_clients - 1:
+            degree = self.degree
+            found = sparse_at_degree(n_clients, colluders, degree, self.adversary)
+            if found is None:
+                raise ConfigError(f"degree={degree} cannot hold against a {self.adversary.describe()} with {n_clients} participants: "
+                                  f"leave degree unset (the least degree that holds), or state a weaker adversary")
+            threshold, max_dropped = self.threshold or found.threshold, found.max_dropped
+            why = sparse_check(n_clients, colluders=colluders, degree=degree, threshold=threshold, max_dropped=max_dropped, adversary=self.adversary)
+            if why is not None:
+                raise ConfigError(f"threshold={threshold} at degree={degree} does not hold against a {self.adversary.describe()}: {why}")
         else:
-            degree = n_clients - 1
-        holders = degree + 1
-        threshold = self.threshold if self.threshold is not None else majority(holders)
-        if not majority(holders) <= threshold <= holders:
-            raise ConfigError(
-                f"threshold={threshold} must be between a majority ({majority(holders)}) and all ({holders}) of a "
-                f"client and its {degree} neighbours"
-            )
-        base = round_clients if round_clients is not None else n_clients
-        survivors = min_survivors if min_survivors is not None else majority(base)
-        if not majority(base) <= survivors <= base:
-            raise ConfigError(
-                f"min_survivors={survivors} must be between a majority ({majority(base)}) and all ({base}) "
-                "clients of the round for the mask backend"
-            )
+            sparse = False
+        if not sparse:
+            degree, max_dropped = n_clients - 1, n_clients - 1
+            needed = complete_threshold(n_clients, colluders, self.adversary.threat)
+            threshold = needed if self.threshold is None else self.threshold
+            if not needed <= threshold <= n_clients:
+                raise ConfigError(
+                    f"threshold={threshold} must be between {needed} (what a {self.adversary.describe()} needs for "
+                    f"{n_clients} participants) and {n_clients}"
+                )
         # streaming needs every client masked with every live client: with the sparse graph a server
         # could show a few neighbours live sets that pair only them, and nothing would catch it
-        return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors, self.streaming and not sparse)
+        streaming = self.streaming and not sparse
+        return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors, max_dropped, streaming)
 
     def encoding(self, n_clients: int, n_values: int, clip_range: float | None = None) -> FixedPoint:
         """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients
@@ -173,8 +207,9 @@ class SecureSumConfig:
 
     Attributes:
         backend: plain, mask or ckks.
-        min_survivors: fewest clients a released sum may contain; None = a majority of the
-            round's clients. Below it a sum fails with DropoutError and nothing is released.
+        min_survivors: fewest clients a released sum may contain, counted on the run's start;
+            None = a majority of the run's clients (and two more than the colluders the mask
+            adversary names). Below it a sum fails with DropoutError and nothing is released.
         mask, ckks: the backends' own parameters.
     """
 
@@ -189,11 +224,12 @@ class SecureSumConfig:
         if self.min_survivors is not None:
             _positive_int("min_survivors", self.min_survivors, 1)
 
-    def survivors_needed(self, n_clients: int) -> int:
-        """min_survivors resolved for n clients (the mask backend also checks it is a majority)."""
-        needed = self.min_survivors if self.min_survivors is not None else majority(n_clients)
-        if needed > n_clients:
-            raise ConfigError(f"min_survivors={needed} exceeds the {n_clients} clients of the round")
+    def survivors_needed(self, n_run: int) -> int:
+        """min_survivors for a run that started with ``n_run`` clients (the plain and ckks
+        backends; mask resolves its own, with the same default)."""
+        needed = self.min_survivors if self.min_survivors is not None else self.mask.survivor_floor(n_run)
+        if needed > n_run:
+            raise ConfigError(f"min_survivors={needed} exceeds the {n_run} clients of the run")
         return needed
 
 
@@ -201,6 +237,7 @@ def config_to_dict(config: SecureSumConfig) -> dict:
     """A JSON-ready description of a secure-sum configuration (sent to clients in Welcome)."""
     mask = dataclasses.asdict(config.mask)
     mask["graph"] = config.mask.graph.value
+    mask["adversary"] = {**mask["adversary"], "threat": config.mask.adversary.threat.value}
     params = config.ckks.params
     return {
         "backend": config.backend.value,
@@ -220,6 +257,8 @@ def config_from_dict(data: dict) -> SecureSumConfig:
     try:
         mask = dict(data["mask"])
         mask["graph"] = GraphKind(mask["graph"])
+        adversary = dict(mask["adversary"])
+        mask["adversary"] = Adversary(**{**adversary, "threat": Threat(adversary["threat"])})
         ckks = data["ckks"]
         params = CkksParams(int(ckks["poly_modulus_degree"]), tuple(int(b) for b in ckks["coeff_mod_bit_sizes"]), int(ckks["scale_bits"]))
         return SecureSumConfig(

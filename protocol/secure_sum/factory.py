@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
 
 
@@ -33,6 +34,13 @@ def make_server(
 
 
 def make_client(
-    config: SecureSumConfig, *, client_id: int, session: bytes, identity: IdentityKey, directory: Mapping[int, bytes]
+    config: SecureSumConfig,
+    *,
+    client_id: int,
+    session: bytes,
+    identity: IdentityKey,
+    directory: Mapping[int, bytes],
+    policy: ClientPolicy | None = None,
 ) -> ClientRole:
-    return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory)
+    """A client role; ``policy`` is the client's own minimums (default: accept ``config``)."""
+    return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory, policy=policy)

@@ -66,14 +66,19 @@ def pair_key(private_key, peer_public: bytes, *, purpose: Purpose, session: byte
     return derive_key(secret, label(purpose, session, round, epoch, lo, hi))
 
 
-def seal_for(key: bytes, payload: bytes, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, owner: int, holder: int) -> Sealed:
-    aad = label(aad_purpose, session, round, epoch, owner, holder)
+def seal_for(
+    key: bytes, payload: bytes, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, owner: int, holder: int, view: bytes = b""
+) -> Sealed:
+    """Seal ``payload`` from ``owner`` to ``holder``; ``view`` (the key epoch's view digest)
+    binds it to what the owner saw, so a holder shown another view cannot open it."""
+    aad = label(aad_purpose, session, round, epoch, owner, holder, view)
     return Sealed(owner, holder, seal(key, payload, aad))
 
 
-def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int) -> bytes:
-    """Open an envelope; ProtocolError if it was tampered with, redirected or replayed."""
-    aad = label(aad_purpose, session, round, epoch, sealed.owner, sealed.holder)
+def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, view: bytes = b"") -> bytes:
+    """Open an envelope; ProtocolError if it was tampered with, redirected, replayed, or sealed
+    under another view of the key epoch."""
+    aad = label(aad_purpose, session, round, epoch, sealed.owner, sealed.holder, view)
     try:
         return open_sealed(key, sealed.data, aad)
     except InvalidTag as exc:
@@ -94,17 +99,47 @@ def self_mask_key(seed: bytes, *, session: bytes, round: int, epoch: int, sum_in
 
 def seed_commitment(seed: bytes, *, session: bytes, round: int, epoch: int, client: int) -> bytes:
     """SHA-256 commitment to a 256-bit self-mask seed, so a recovered seed can be checked."""
-    digest = hashes.Hash(hashes.SHA256())
-    digest.update(label(Purpose.SEED_COMMITMENT, session, round, epoch, client))
-    digest.update(seed)
-    return digest.finalize()
+    return _sha256(label(Purpose.SEED_COMMITMENT, session, round, epoch, client), seed)
 
 
 def consistency_statement(
-    *, session: bytes, round: int, epoch: int, sum_index: int, live: tuple[int, ...], survivors: tuple[int, ...]
+    *, session: bytes, round: int, epoch: int, view: bytes, sum_index: int, live: tuple[int, ...], survivors: tuple[int, ...]
 ) -> bytes:
     """What each survivor signs in the consistency check (Bonawitz et al., round 3): a SHA-256
-    digest of the labelled sets, so signing and verifying cost the same for 10 or 10,000 clients."""
+    digest of the labelled sets and the epoch's view, so signing and verifying cost the same for
+    10 or 10,000 clients, and a signature made in one view never vouches in another."""
+    return _sha256(label(Purpose.CONSISTENCY, session, round, epoch, view, sum_index, sorted(live), sorted(survivors)))
+
+
+def _sha256(*parts: bytes) -> bytes:
     digest = hashes.Hash(hashes.SHA256())
-    digest.update(label(Purpose.CONSISTENCY, session, round, epoch, sum_index, sorted(live), sorted(survivors)))
+    for part in parts:
+        digest.update(part)
     return digest.finalize()
+
+
+def view_digest(
+    *, session: bytes, round: int, epoch: int, participants: tuple[int, ...], members: tuple[int, ...],
+    commitments: tuple[bytes, ...] = (), nonces: tuple[bytes, ...] = (),
+) -> bytes:
+    """What one key epoch is, as a client saw it: the announced participants, the members that
+    advertised keys and, with the sparse graph, every member's graph commitment and nonce (in
+    member order). It seeds the sparse graph and goes into every share envelope and consistency
+    statement, so clients shown different epochs cannot vouch for, or hold shares of, each other."""
+    return _sha256(label(Purpose.VIEW, session, round, epoch, participants, members, *commitments, *nonces))
+
+
+def graph_commitment(nonce: bytes, *, session: bytes, round: int, epoch: int, client: int) -> bytes:
+    """A client's commitment to the 32-byte nonce it adds to the sparse graph's seed."""
+    return _sha256(label(Purpose.GRAPH_COMMITMENT, session, round, epoch, client), nonce)
+
+
+def share_commitment(share: bytes, *, kind: str, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
+    """The dealer's commitment to one Shamir share (``kind`` "seed" or "mask_key"), so the
+    server can tell a holder that reveals a wrong share from one that reveals the dealt one."""
+    return _sha256(label(Purpose.SHARE_COMMITMENT, session, round, epoch, kind, owner, holder), share)
+
+
+def self_mask_commitment(key: bytes, *, session: bytes, round: int, epoch: int, sum_index: int, client: int) -> bytes:
+    """A client's commitment, sent with its masked input, to the self-mask key it will reveal."""
+    return _sha256(label(Purpose.SELF_MASK_COMMITMENT, session, round, epoch, sum_index, client), key)

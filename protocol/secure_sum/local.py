@@ -13,6 +13,7 @@ from typing import Any
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
 from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
@@ -51,13 +52,15 @@ def local_session(
     intercept: Intercept | None = None,
     record: bool = False,
     session: bytes | None = None,
+    policy: ClientPolicy | None = None,
 ) -> LocalSession:
-    """Fresh identity keys, a fresh session id (unless given), one server and one client role per id."""
+    """Fresh identity keys, a fresh session id (unless given), one server and one client role per
+    id; every client holds ``policy`` (default: it accepts ``config``)."""
     identities = {c: IdentityKey.generate() for c in client_ids}
     directory = {c: k.public_bytes for c, k in identities.items()}
     session = new_session_id() if session is None else session
     server = make_server(config, session=session, directory=directory, clients=sorted(client_ids))
     clients = {
-        c: make_client(config, client_id=c, session=session, identity=identities[c], directory=directory) for c in client_ids
+        c: make_client(config, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy) for c in client_ids
     }
     return LocalSession(server, clients, LocalRunner(server, clients, drop=drop, intercept=intercept, record=record))

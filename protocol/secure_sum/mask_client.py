@@ -1,33 +1,38 @@
 """Client role of pairwise-mask secure aggregation (Bonawitz et al. 2017; Bell et al. 2020).
 
-Per round (one key epoch; a re-key starts another):
-  1. ADVERTISE    make X25519 keys (share, mask) and a 256-bit self-mask seed b; sign the
-                  public keys and a commitment to b with the identity key.
-  2. SHARE_KEYS   verify every neighbour's signed keys; derive pair keys; Shamir-share b and
-                  the mask private key among the neighbours (threshold t); seal each pair of
-                  shares to its holder with AES-GCM.
+Per round (one key epoch; a re-key starts another, among fewer participants):
+  1. ADVERTISE    check the announced graph, degree, threshold and survivor floor against
+                  this client's own policy (policy.py); make X25519 keys (share, mask) and a
+                  256-bit self-mask seed b; sign the public keys and a commitment to b; with
+                  the sparse graph also commit to a fresh graph nonce.
+  1b. GRAPH       (sparse graph) receive every member's commitment, then reveal the nonce.
+  2. SHARE_KEYS   check the nonces against the commitments; the view digest (participants,
+                  members, commitments, nonces) seeds the graph, so no one chose it; verify
+                  every neighbour's signed keys; derive pair keys; Shamir-share b and the mask
+                  private key among the neighbours (threshold t); seal each pair of shares to
+                  its holder (AES-GCM, bound to the view) and commit to each share.
 Per sum s (any number per epoch, each with its own PRG streams):
-  3. INPUT        (first sum: open the shares sent to us) y = encode(x) + PRG(K_self,s)
-                  + sum over live neighbours v of +-PRG(K_uv, s)   [+ if u < v, - if u > v]
-  4. CONSISTENCY  sign (live set, survivor set) so the server cannot show clients different sets.
+  3. INPUT        (first sum: open the shares, check them against the dealers' commitments)
+                  y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(K_uv, s)
+                  [+ if u < v, - if u > v], with a commitment to K_self,s.
+  4. CONSISTENCY  sign (view, live set, survivor set): the server cannot show clients
+                  different sets, or different epochs.
   5. UNMASK       reveal K_self,s (our own, for this sum only) and our shares of dropped
                   neighbours' mask keys, each only after checking t valid signatures on the same
                   sets from the client concerned and its neighbours (see _vouch).
-  6. RECOVER      for survivors that went silent after INPUT: reveal our shares of their b,
-                  after the same check.
-  7. DELIVER      decode the ring sum.
+  6. RECOVER      for survivors that went silent after INPUT (or revealed a key that fails its
+                  commitment): reveal our shares of their b, after the same check.
+  7. DELIVER      decode the ring sum; refuse it if its clipped-count lane is impossible.
 
-Streaming sums (SumSpec.streaming, MaskConfig.streaming, complete graph; for the many sums per
-batch of FedSTGD): step 3 without the self-mask, then straight to 7. The pairwise masks cancel
-only if every live client's input arrives, so a dropout makes the server re-key the survivors
-and ask again; nothing is ever revealed for such a sum, and every live client of one is treated
-as having contributed (its mask key must stay secret for the rest of the epoch).
+Streaming sums (SumSpec.streaming, complete graph; for the many sums per batch of FedSTGD):
+step 3 without the self-mask, then straight to 7. The pairwise masks cancel only if every live
+client's input arrives; a dropout abandons the sum. Every live client of one is treated as
+having contributed (its mask key must stay secret for the rest of the epoch).
 
-The rules that keep every input hidden (threat_model.md M-BOTH): for each peer we reveal
-either its seed share or its mask-key share, never both; we reveal a mask-key share only for
-a peer that has not contributed to an earlier sum of this epoch (its self-mask for that sum
-is known to the server, so its mask key must stay secret; the server re-keys instead); and we
-never mask twice with the same (epoch, sum).
+The rules that keep every input hidden (threat_model.md M-BOTH, M-ONCE): for each peer we
+reveal either its seed share or its mask-key share, never both; we reveal a mask-key share only
+for a peer that has not contributed to an earlier sum of this epoch (the server re-keys
+instead); a contribution that may have been unmasked is never masked again (roles.py).
 """
 
 from __future__ import annotations
@@ -43,16 +48,20 @@ from secure_fedgraph.crypto.keys import RoundKeys, verify_signature
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG, ring_dtype
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.secure_sum.config import Backend, MaskPlan
+from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.secure_sum.keyring import (
     consistency_statement,
+    graph_commitment,
     open_from,
     pair_key,
     seal_for,
     seed_commitment,
+    self_mask_commitment,
     self_mask_key,
+    share_commitment,
     sign_keys,
     verify_keys,
+    view_digest,
 )
 from secure_fedgraph.protocol.secure_sum.messages import (
     Ack,
@@ -61,11 +70,14 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     ConsistencyRequest,
     ConsistencyResponse,
     DeliverRequest,
+    GraphRequest,
+    GraphResponse,
     InputRequest,
     InputResponse,
     RecoverRequest,
     RecoverResponse,
     Share,
+    ShareCommitment,
     ShareKeysRequest,
     ShareKeysResponse,
     SignedKeys,
@@ -74,10 +86,18 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES
+NONCE_BYTES = 32
+
+
+def clipped_count_is_possible(clipped: int, *, contributors: int, values: int) -> bool:
+    """Every honest contributor adds at most ``values`` to the clipped-count lane: a count
+    outside [0, contributors * values] means the unmasked sum is garbage (a wrong key, bit
+    flips, a malicious upload), which a 64-bit random vector passes with probability ~2^-40."""
+    return 0 <= clipped <= contributors * values
 
 
 @dataclass
@@ -88,13 +108,18 @@ class _Epoch:
     epoch: int
     plan: MaskPlan
     participants: tuple[int, ...]
-    graph: NeighbourGraph
     keys: RoundKeys
     seed: bytes
+    nonce: bytes
+    rekeys: int = 0  # key epochs this round had before this one
+    commitments: dict[int, bytes] | None = None  # sparse graph: every member's graph commitment
+    graph: NeighbourGraph | None = None
+    view: bytes = b""
     peers: dict[int, SignedKeys] = field(default_factory=dict)
     pairwise: dict[int, bytes] = field(default_factory=dict)
     sealing: dict[int, bytes] = field(default_factory=dict)
     held: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # owner -> (seed share, mask-key share)
+    bad_dealers: set[int] = field(default_factory=set)  # owners whose shares did not match their commitments
     shares_opened: bool = False
     live: frozenset[int] | None = None
     exposed: set[int] = field(default_factory=set)
@@ -114,6 +139,7 @@ class _Epoch:
 class MaskClient(ClientRole):
     backend = Backend.MASK
     round_entry = frozenset({Stage.ADVERTISE})
+    continuing = frozenset({Stage.CONSISTENCY, Stage.UNMASK, Stage.RECOVER, Stage.DELIVER})
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -143,33 +169,82 @@ class MaskClient(ClientRole):
         if unknown:
             raise self._fail(f"participants {unknown[:8]} are not in the identity directory")
         ep = self._epoch
-        if request.epoch == 0 or ep is None or ep.round != request.header.round:
-            self._round_clients = len(participants)  # a new round; a re-key keeps the round's bar
-        plan = self.config.mask.resolve(len(participants), self.config.min_survivors, round_clients=self._round_clients)
-        announced = (request.graph, request.degree, request.threshold, request.min_survivors)
-        if announced != (plan.graph.value, plan.degree, plan.threshold, plan.min_survivors):
-            raise self._fail(
-                f"server announced (graph, degree, threshold, min_survivors) = {announced}, but this client's "
-                f"configuration gives {(plan.graph.value, plan.degree, plan.threshold, plan.min_survivors)}"
-            )
-        if ep is not None and ep.round == request.header.round and request.epoch <= ep.epoch:
-            raise self._fail(f"key epoch {request.epoch} does not follow epoch {ep.epoch} of round {ep.round}")
-        graph = NeighbourGraph.build(
-            kind=plan.graph, participants=participants, degree=plan.degree,
-            session=self.session, round=request.header.round, epoch=request.epoch,
-        )
-        keys, seed = RoundKeys.generate(), os.urandom(shamir.SECRET_BYTES)
-        self._epoch = _Epoch(request.header.round, request.epoch, plan, participants, graph, keys, seed)
+        rekeys = 0
+        if ep is not None and ep.round == request.header.round:  # a re-key: after a dropout, among fewer clients
+            if request.epoch <= ep.epoch:
+                raise self._fail(f"key epoch {request.epoch} does not follow epoch {ep.epoch} of round {ep.round}")
+            if not set(participants) < set(ep.participants):
+                raise self._fail("a re-key must be among fewer participants than the epoch it replaces (it follows a dropout)")
+            rekeys = ep.rekeys + 1
+        try:
+            plan = MaskPlan(GraphKind(request.graph), request.degree, request.threshold, request.min_survivors,
+                            request.max_dropped, request.streaming)
+        except ValueError:
+            raise self._fail(f"unknown graph kind {request.graph!r}") from None
+        if plan.graph is GraphKind.AUTO:
+            raise self._fail("the announced graph must be complete or sparse")
+        self.policy.check_mask_round(plan, n=len(participants), n_run=self.n_run, rekeys=rekeys)
+        keys, seed, nonce = RoundKeys.generate(), os.urandom(shamir.SECRET_BYTES), self._graph_nonce()
+        self._epoch = _Epoch(request.header.round, request.epoch, plan, participants, keys, seed, nonce, rekeys)
         lab = self._labels(self._epoch)
         signed = sign_keys(
             self.identity, **lab, client=self.client_id, share_public=keys.share_public,
             mask_public=keys.mask_public, seed_commitment=seed_commitment(seed, **lab, client=self.client_id),
         )
-        return AdvertiseResponse(self._header(request), signed)
+        committed = graph_commitment(nonce, **lab, client=self.client_id) if plan.graph is GraphKind.SPARSE else b""
+        return AdvertiseResponse(self._header(request), signed, committed)
+
+    @staticmethod
+    def _graph_nonce() -> bytes:
+        """Fresh randomness this client adds to the sparse graph's seed (threat_model.md
+        M-GRAPH-SPARSE): committed to before any nonce is revealed, so nobody, the server
+        included, can steer the graph by trying session ids or participant lists."""
+        return os.urandom(NONCE_BYTES)
+
+    # --- 1b. graph (sparse only): commitments fixed, then our nonce revealed -------------------
+    def _on_graph(self, request: GraphRequest) -> GraphResponse:
+        ep = self._current(request)
+        if ep.plan.graph is not GraphKind.SPARSE or ep.commitments is not None:
+            raise self._fail("a graph step belongs to a sparse key epoch, once")
+        members = [c.client for c in request.commitments]
+        if tuple(members) != ep.participants:
+            raise self._fail("the graph commitments must come from exactly the announced participants, in order")
+        mine = graph_commitment(ep.nonce, **self._labels(ep), client=self.client_id)
+        commitments = {c.client: c.commitment for c in request.commitments}
+        if commitments[self.client_id] != mine or any(len(v) != 32 for v in commitments.values()):
+            raise self._fail("the graph commitments do not include this client's own, or are malformed")
+        ep.commitments = commitments
+        return GraphResponse(self._header(request), ep.nonce)
+
+    def _build_view(self, ep: _Epoch, request: ShareKeysRequest) -> None:
+        """The epoch's view digest and graph (see keyring.view_digest)."""
+        if ep.plan.graph is GraphKind.SPARSE:
+            if ep.commitments is None:
+                raise self._fail("a sparse key epoch needs the graph step before its keys are shared")
+            nonces = {n.client: n.nonce for n in request.nonces}
+            if sorted(nonces) != list(ep.participants) or len(request.nonces) != len(nonces):
+                raise self._fail("the graph nonces must come from every member, once")
+            for client, nonce in nonces.items():
+                if graph_commitment(nonce, **self._labels(ep), client=client) != ep.commitments[client]:
+                    raise self._fail(f"client {client}'s graph nonce does not match its commitment")
+            members = ep.participants
+            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members,
+                                  commitments=tuple(ep.commitments[c] for c in members), nonces=tuple(nonces[c] for c in members))
+        else:
+            if request.nonces:
+                raise self._fail("graph nonces sent for a complete-graph epoch")
+            members = tuple(sorted({self.client_id} | {p.client for p in request.peers}))
+            if not set(members) <= set(ep.participants):
+                raise self._fail("the server sent keys of clients that are not participants")
+            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members)
+        ep.graph = NeighbourGraph.build(kind=ep.plan.graph, participants=members, degree=ep.plan.degree, seed=ep.view)
 
     # --- 2. share keys ---------------------------------------------------------------------
     def _on_share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:
         ep = self._current(request)
+        if ep.graph is not None:
+            raise self._fail("keys were already shared in this key epoch")
+        self._build_view(ep, request)
         lab = self._labels(ep)
         neighbours = ep.graph.of(self.client_id)
         seen_keys = {ep.keys.share_public, ep.keys.mask_public}
@@ -188,35 +263,54 @@ class MaskClient(ClientRole):
         xs = [v + 1 for v in holders]
         seed_shares = shamir.split(ep.seed, xs=xs, threshold=ep.plan.threshold)
         key_shares = shamir.split(ep.keys.mask_private_bytes(), xs=xs, threshold=ep.plan.threshold)
-        sealed = tuple(
-            seal_for(
-                ep.sealing[v], seed_shares[v + 1] + key_shares[v + 1],
-                aad_purpose=Purpose.SHARE_AAD, **lab, owner=self.client_id, holder=v,
-            )
-            for v in holders
-        )
-        return ShareKeysResponse(self._header(request), sealed)
+        sealed, committed = [], []
+        for v in holders:
+            seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]
+            sealed.append(seal_for(ep.sealing[v], seed_share + key_share, aad_purpose=Purpose.SHARE_AAD, **lab,
+                                   owner=self.client_id, holder=v, view=ep.view))
+            committed.append(ShareCommitment(
+                self.client_id, v,
+                share_commitment(seed_share, kind="seed", **lab, owner=self.client_id, holder=v),
+                share_commitment(key_share, kind="mask_key", **lab, owner=self.client_id, holder=v),
+            ))
+        return ShareKeysResponse(self._header(request), tuple(sealed), tuple(committed))
 
     # --- 3. masked input -------------------------------------------------------------------
     def _open_shares(self, ep: _Epoch, request: InputRequest) -> None:
         if ep.shares_opened:
-            if request.shares:
+            if request.shares or request.share_commitments:
                 raise self._fail("shares arrived again after the first sum of the epoch")
             return
         lab = self._labels(ep)
+        commitments = {c.owner: c for c in request.share_commitments if c.holder == self.client_id}
         for sealed in request.shares:
             if sealed.holder != self.client_id or sealed.owner not in ep.peers or sealed.owner in ep.held:
                 raise self._fail(f"unexpected share envelope from client {sealed.owner} to {sealed.holder}")
-            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **lab)
+            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=ep.view)
             if len(payload) != SEALED_SHARES_BYTES:
                 raise self._fail(f"share envelope from client {sealed.owner} has {len(payload)} bytes")
-            ep.held[sealed.owner] = (payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :])
+            seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
+            if not self._dealt_as_committed(ep, commitments.get(sealed.owner), seed_share, key_share):
+                ep.bad_dealers.add(sealed.owner)  # revealing these would make the server blame us: withhold them
+                continue
+            ep.held[sealed.owner] = (seed_share, key_share)
         ep.shares_opened = True
+
+    def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment | None, seed_share: bytes, key_share: bytes) -> bool:
+        """Whether the shares a dealer sealed to us are the ones it committed to (threat_model.md
+        M-LIAR): a dealer sealing others would have the server blame us when we reveal them."""
+        if committed is None:
+            return False
+        lab, owner = self._labels(ep), committed.owner
+        return (committed.seed_hash, committed.key_hash) == (
+            share_commitment(seed_share, kind="seed", **lab, owner=owner, holder=self.client_id),
+            share_commitment(key_share, kind="mask_key", **lab, owner=owner, holder=self.client_id),
+        )
 
     def _check_live(self, ep: _Epoch, live: tuple[int, ...]) -> frozenset[int]:
         members = frozenset(live)
-        if list(live) != sorted(members) or self.client_id not in members or not members <= set(ep.participants):
-            raise self._fail("live set must be sorted, unique, within the participants and include this client")
+        if list(live) != sorted(members) or self.client_id not in members or not members <= set(ep.graph.participants):
+            raise self._fail("live set must be sorted, unique, within the members and include this client")
         if ep.live is not None and not members <= ep.live:
             raise self._fail(f"live set re-admits clients {sorted(members - ep.live)[:8]} that had dropped")
         revealed = members & (ep.gave_seed_share | ep.gave_key_share)
@@ -231,6 +325,8 @@ class MaskClient(ClientRole):
 
     def _on_input(self, request: InputRequest) -> InputResponse:
         ep = self._current(request)
+        if ep.graph is None:
+            raise self._fail("masked input before the keys of the epoch were shared")
         s = request.sum_index
         if s <= ep.sum_index or (ep.round, s) <= self._done_sum:
             raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
@@ -239,20 +335,24 @@ class MaskClient(ClientRole):
             raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
         self._open_shares(ep, request)
         live = self._check_live(ep, request.live)
-        x = self._contribution(request.spec)
+        streaming = ep.plan.streams(request.spec)
+        x = self._fresh(request.spec)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))
         _, y[-1] = expected.encode(x, out=y[:-1])
-        streaming = ep.plan.streams(request.spec)
+        committed = b""
         if not streaming:
-            self._prg.add_into(y, self_mask_key(ep.seed, **self._labels(ep), sum_index=s), stream_id=0, sign=1)
+            key = self_mask_key(ep.seed, **self._labels(ep), sum_index=s)
+            self._prg.add_into(y, key, stream_id=0, sign=1)
+            committed = self_mask_commitment(key, **self._labels(ep), sum_index=s, client=self.client_id)
         for v in sorted(live & ep.graph.of(self.client_id)):
             self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
         self._prg.release()
         ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming = s, request.spec, expected, live, streaming
         ep.survivors, ep.verified = None, False
-        if streaming:  # inputs under pairwise masks only: no live client's mask key may ever be revealed
+        if streaming:  # inputs under pairwise masks only: exposed now, and no live client's mask key may ever be revealed
             ep.exposed |= live
-        return InputResponse(self._header(request), y, ())
+            self._expose(request.spec)
+        return InputResponse(self._header(request), y, (), committed)
 
     # --- 4. consistency --------------------------------------------------------------------
     def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
@@ -265,7 +365,8 @@ class MaskClient(ClientRole):
         if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
             raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
         ep.survivors = survivors
-        ep.statement = consistency_statement(**self._labels(ep), sum_index=ep.sum_index, live=tuple(ep.live), survivors=request.survivors)
+        ep.statement = consistency_statement(**self._labels(ep), view=ep.view, sum_index=ep.sum_index, live=tuple(ep.live),
+                                             survivors=request.survivors)
         ep.signatures, ep.vouched = {}, set()
         return ConsistencyResponse(self._header(request), self.identity.sign(ep.statement))
 
@@ -278,14 +379,14 @@ class MaskClient(ClientRole):
             ep.signatures[sig.client] = sig.signature
 
     def _vouch(self, ep: _Epoch, client: int) -> None:
-        """Require t valid signatures on our (live set, survivor set) from ``client`` and its
-        neighbours before revealing anything about ``client``.
+        """Require t valid signatures on our (view, live set, survivor set) from ``client`` and
+        its neighbours before revealing anything about ``client``.
 
         Why this suffices (threat_model.md M-CONSISTENCY): the server could learn an input only
         by getting the client's self-mask key (revealed when the client is shown among the
         survivors) and its mask key (revealed by its neighbours when shown it dropped). Honest
-        parties sign one survivor set per sum, and t is a majority of the client and its
-        neighbours, so two contradicting sets cannot both gather t signatures from that group.
+        parties sign one survivor set per sum, and 2t exceeds the group plus its colluders, so
+        two contradicting sets cannot both gather t signatures from that group.
         """
         group = ep.graph.closed(client)
         need = ep.plan.threshold
@@ -302,12 +403,23 @@ class MaskClient(ClientRole):
         if have < need:
             raise self._fail(f"only {have} consistency signatures from client {client} and its neighbours, need {need}")
 
+    def _not_isolated(self, ep: _Epoch, client: int) -> None:
+        """Sparse graph: refuse to reveal anything about ``client`` when more than max_dropped of
+        its neighbours are missing from the survivors: a server that "drops" the honest
+        neighbours of a client it targets would cut it off from every other honest input
+        (adversary.py, condition (C))."""
+        missing = len(ep.graph.of(client) - ep.survivors)
+        if missing > ep.plan.max_dropped:
+            raise self._fail(f"{missing} of client {client}'s neighbours are missing from the survivors, more than "
+                             f"{ep.plan.max_dropped}: refusing to reveal anything about it (it could be isolated)")
+
     def _on_unmask(self, request: UnmaskRequest) -> UnmaskResponse:
         ep = self._current(request)
         if ep.survivors is None:
             raise self._fail("unmask before the consistency check")
         self._offer(ep, request.signatures)
         self._vouch(ep, self.client_id)
+        self._not_isolated(ep, self.client_id)
         ep.verified = True
         exposed_before = set(ep.exposed)
         ep.exposed |= ep.survivors
@@ -324,6 +436,7 @@ class MaskClient(ClientRole):
             ep.gave_key_share.add(owner)
             shares.append(Share(owner, ep.held[owner][1]))
         key = self_mask_key(ep.seed, **self._labels(ep), sum_index=ep.sum_index)
+        self._expose(ep.spec)  # the self-mask key leaves: this contribution is this sum's or no sum's
         return UnmaskResponse(self._header(request), key, tuple(shares))
 
     # --- 6. recover ------------------------------------------------------------------------
@@ -336,6 +449,7 @@ class MaskClient(ClientRole):
         shares = []
         for owner in sorted(missing & set(ep.held)):
             self._vouch(ep, owner)
+            self._not_isolated(ep, owner)
             if owner in ep.gave_key_share:
                 raise self._fail(f"refusing to reveal client {owner}'s seed share after its mask-key share")
             ep.gave_seed_share.add(owner)
@@ -356,7 +470,9 @@ class MaskClient(ClientRole):
             return Ack(self._header(request))
         if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
             raise self._fail("delivered aggregate has the wrong shape or dtype")
-        values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         clipped = encoding.decode_count(agg[-1])
+        if not clipped_count_is_possible(clipped, contributors=len(contributors), values=spec.size):
+            raise self._fail(f"delivered sum {request.sum_index} is corrupt: its clipped count {clipped} is impossible")
+        values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, encoding.error_bound(len(contributors))))
         return Ack(self._header(request))

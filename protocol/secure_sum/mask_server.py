@@ -3,17 +3,28 @@
 The server relays keys and sealed shares, sums masked inputs as they arrive (it keeps one
 running ring vector, never an individual input), and removes masks:
 
-* survivors' self-masks, from the per-sum keys they reveal (or, for a survivor that went
-  silent after INPUT, from its seed rebuilt from t seed shares);
+* survivors' self-masks, from the per-sum keys they reveal, each checked against the
+  commitment sent with the input (a survivor that went silent after INPUT, or revealed a key
+  that fails its commitment, has its seed rebuilt from t seed shares instead);
 * pairwise masks between survivors and clients that dropped before INPUT, from the dropped
-  client's mask key rebuilt from t mask-key shares, when that client has not contributed to
-  an earlier sum of the key epoch. When it has, its mask key must stay secret (its earlier
-  self-mask is known), so the server re-keys the survivors and asks for the sum again.
+  client's mask key rebuilt from t mask-key shares.
+
+Every revealed share is checked against its dealer's commitment: a holder that reveals a
+wrong share is excluded from the run and named (``excluded``), and its share is not used; a
+dealer whose verified shares rebuild a secret other than the one it committed to is excluded
+and named too.
+
+Before anything is revealed for a sum, the server re-keys the survivors and asks for the same
+sum again (under fresh keys) whenever the sum could not be finished: a dropped client had
+contributed to an earlier sum of the epoch (its self-mask is known, so its mask key must stay
+secret), too few holders of a dropped client's shares survive, too few survivors could vouch
+for each other, or (sparse graph) some survivor lost more than max_dropped neighbours. After
+the reveals the contributions are spent: if the sum still cannot be finished, or its unmasked
+clipped-count lane is impossible, it is abandoned (``SumAbandoned``), never redone.
 
 Streaming sums (see mask_client.py) stop after step 3: with every live client's input in, the
-pairwise masks cancel and the running sum is the encoded sum. With one missing they cannot be
-removed without a secret that would expose someone, so the server re-keys the survivors and
-asks again.
+pairwise masks cancel and the running sum is the encoded sum. With one missing the sum is
+abandoned.
 
 ``revealed`` records which recovery secret the server obtained for each client; the
 invariant (tested, and audited from transcripts) is that no client appears with both.
@@ -31,27 +42,37 @@ from secure_fedgraph.crypto import shamir
 from secure_fedgraph.crypto.keys import verify_signature
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG, ring_dtype
-from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.secure_sum.config import Backend
+from secure_fedgraph.errors import DropoutError, ProtocolError, SumAbandoned
+from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.secure_sum.keyring import (
     consistency_statement,
+    graph_commitment,
     pair_key,
     seed_commitment,
+    self_mask_commitment,
     self_mask_key,
+    share_commitment,
     verify_keys,
+    view_digest,
 )
-from secure_fedgraph.protocol.secure_sum.mask_client import SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.secure_sum import mask_client
+from secure_fedgraph.protocol.secure_sum.mask_client import NONCE_BYTES, SEALED_SHARES_BYTES
 from secure_fedgraph.protocol.secure_sum.messages import (
     AdvertiseRequest,
     AdvertiseResponse,
     ConsistencyRequest,
     ConsistencyResponse,
     DeliverRequest,
+    GraphCommitment,
+    GraphNonce,
+    GraphRequest,
+    GraphResponse,
     InputRequest,
     InputResponse,
     RecoverRequest,
     RecoverResponse,
     Sealed,
+    ShareCommitment,
     ShareKeysRequest,
     ShareKeysResponse,
     Signature,
@@ -61,8 +82,8 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole, StepGen
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
+from secure_fedgraph.protocol.spec import SumResult, SumSpec
 
 _SEALED_BYTES = 12 + SEALED_SHARES_BYTES + 16  # nonce + shares + GCM tag
 
@@ -81,34 +102,40 @@ class MaskServer(ServerRole):
     # --- rounds and key epochs ---------------------------------------------------------------
     def setup(self, round_index: int, participants=None) -> StepGen[None]:
         chosen = self._begin_round(round_index, participants)
-        self._epoch = -1
+        self._epoch, self._rekeys = -1, -1
         self._next_sum = 0
-        yield from self._key_setup(set(chosen))
+        yield from self._key_setup(set(chosen) - set(self.excluded))
 
     def _key_setup(self, candidates: set[int]) -> StepGen[None]:
-        """Steps 1-2: advertise signed keys, then seal Shamir shares to neighbours."""
+        """Steps 1-2: advertise signed keys, (sparse) fix the graph from committed nonces, then
+        seal Shamir shares to neighbours."""
         self._epoch += 1
+        self._rekeys += 1
+        if self._rekeys > self.config.mask.max_rekeys_per_round:
+            raise DropoutError(f"round {self.round}: no key set-up held within {self.config.mask.max_rekeys_per_round} re-keys "
+                               "(max_rekeys_per_round); no aggregate is released")
         participants = tuple(sorted(candidates))
-        if self._epoch == 0:
-            self._round_clients = len(participants)
-        needed = self.config.mask.resolve(self._round_clients, self.config.min_survivors).min_survivors
-        self._require(len(participants), needed, "remain for a key set-up")
-        plan = self.config.mask.resolve(len(participants), self.config.min_survivors, round_clients=self._round_clients)
+        n_run = len(self.clients)
+        self._require(len(participants), self.config.survivors_needed(n_run), "remain for a key set-up")
+        plan = self._plan_for(len(participants))
         lab = self._labels()
-        graph = NeighbourGraph.build(kind=plan.graph, participants=participants, degree=plan.degree, **lab)
-        adverts: dict[int, SignedKeys] = {}
+        adverts: dict[int, AdvertiseResponse] = {}
+        sparse = plan.graph is GraphKind.SPARSE
 
         def accept_advert(client: int, response: AdvertiseResponse) -> None:
             keys = response.keys
             if keys.client != client or any(len(b) != 32 for b in (keys.share_public, keys.mask_public, keys.seed_commitment)):
                 raise ProtocolError(f"advertise: malformed keys from client {client}")
+            if len(response.graph_commitment) != (32 if sparse else 0):
+                raise ProtocolError(f"advertise: client {client} sent a malformed graph commitment")
             verify_keys(keys, directory=self.directory, **lab)
-            adverts[client] = keys
+            adverts[client] = response
 
         outcome = yield self._step(
             Stage.ADVERTISE,
             lambda h: {
-                c: AdvertiseRequest(h, self._epoch, participants, plan.graph.value, plan.degree, plan.threshold, plan.min_survivors)
+                c: AdvertiseRequest(h, self._epoch, participants, plan.graph.value, plan.degree, plan.threshold, plan.min_survivors,
+                                    plan.max_dropped, plan.streaming)
                 for c in participants
             },
             accept_advert,
@@ -116,88 +143,169 @@ class MaskServer(ServerRole):
         self._note(Stage.ADVERTISE, outcome)
         advertised = set(adverts)
         self._require(len(advertised), plan.min_survivors, "advertised keys")
-        inbox: dict[int, list[Sealed]] = defaultdict(list)
+        if sparse:
+            if advertised != set(participants):  # the announced degree and threshold were for these participants
+                self.log.append(f"round {self.round}: clients {sorted(set(participants) - advertised)} did not advertise; re-keying")
+                return (yield from self._key_setup(advertised))
+            commitments = tuple(GraphCommitment(c, adverts[c].graph_commitment) for c in participants)
+            nonces: dict[int, bytes] = {}
+
+            def accept_nonce(client: int, response: GraphResponse) -> None:
+                if len(response.nonce) != NONCE_BYTES or graph_commitment(response.nonce, **lab, client=client) != adverts[client].graph_commitment:
+                    raise ProtocolError(f"graph: client {client}'s nonce does not match its commitment")
+                nonces[client] = response.nonce
+
+            outcome = yield self._step(Stage.GRAPH, lambda h: {c: GraphRequest(h, commitments) for c in participants}, accept_nonce)
+            self._note(Stage.GRAPH, outcome)
+            if set(nonces) != set(participants):  # every committed nonce seeds the graph: no one may withhold one
+                self.log.append(f"round {self.round}: clients {sorted(set(participants) - set(nonces))} withheld graph nonces; re-keying")
+                return (yield from self._key_setup(set(nonces)))
+            view = view_digest(**lab, participants=participants, members=participants,
+                               commitments=tuple(c.commitment for c in commitments), nonces=tuple(nonces[c] for c in participants))
+            nonce_list = tuple(GraphNonce(c, nonces[c]) for c in participants)
+            members = participants
+        else:
+            members = tuple(sorted(advertised))
+            view = view_digest(**lab, participants=participants, members=members)
+            nonce_list = ()
+        graph = NeighbourGraph.build(kind=plan.graph, participants=members, degree=plan.degree, seed=view)
+        inbox: dict[int, list[tuple[Sealed, ShareCommitment]]] = defaultdict(list)
+        share_hashes: dict[tuple[int, int], ShareCommitment] = {}
 
         def accept_shares(client: int, response: ShareKeysResponse) -> None:
             expected = graph.of(client) & advertised
             holders = [s.holder for s in response.sealed]
+            committed = {(c.owner, c.holder): c for c in response.commitments}
             if sorted(holders) != sorted(expected) or any(s.owner != client for s in response.sealed):
                 raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(expected)} neighbours")
             if any(len(s.data) != _SEALED_BYTES for s in response.sealed):
                 raise ProtocolError(f"share_keys: client {client} sent an envelope of the wrong size")
+            if set(committed) != {(client, h) for h in holders} or any(len(c.seed_hash) != 32 or len(c.key_hash) != 32 for c in committed.values()):
+                raise ProtocolError(f"share_keys: client {client} must commit to each share it sealed, once")
             for s in response.sealed:
-                inbox[s.holder].append(s)
+                inbox[s.holder].append((s, committed[(client, s.holder)]))
+            share_hashes.update(committed)
 
         outcome = yield self._step(
             Stage.SHARE_KEYS,
-            lambda h: {c: ShareKeysRequest(h, tuple(adverts[v] for v in sorted(graph.of(c) & advertised))) for c in sorted(advertised)},
+            lambda h: {c: ShareKeysRequest(h, tuple(adverts[v].keys for v in sorted(graph.of(c) & advertised)), nonce_list)
+                       for c in sorted(advertised)},
             accept_shares,
         )
         self._note(Stage.SHARE_KEYS, outcome)
         shared = set(outcome.accepted)
         self._require(len(shared), plan.min_survivors, "sealed their shares")
-        self._plan, self._graph, self._participants = plan, graph, participants
-        self._keys = {c: adverts[c] for c in shared}
+        self._plan, self._graph, self._participants, self._view = plan, graph, participants, view
+        self._keys: dict[int, SignedKeys] = {c: adverts[c].keys for c in shared}
+        self._share_hashes = {k: v for k, v in share_hashes.items() if k[0] in shared}
         self.live = shared
-        self._pending_shares = {c: tuple(s for s in inbox[c] if s.owner in shared) for c in shared}
+        self._pending_shares = {c: tuple(pair for pair in inbox[c] if pair[0].owner in shared) for c in shared}
         self._exposed: set[int] = set()
+
+    def _plan_for(self, n: int) -> MaskPlan:
+        """The graph, degree, threshold and floor this server announces for n participants."""
+        return self.config.mask.resolve(n, self.config.min_survivors, n_run=len(self.clients))
 
     # --- one secure sum ----------------------------------------------------------------------
     def aggregate(self, spec: SumSpec) -> StepGen[SumResult]:
         index, self._next_sum = self._next_sum, self._next_sum + 1
-        self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
-        while True:  # 3. masked input (again under new keys if a re-key is needed)
+        while True:  # 3.-4., again under new keys while nothing has been revealed and a re-key is needed
+            self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
             streaming = self._plan.streams(spec)
             encoding = self.config.mask.encoding(len(self._participants), spec.size, spec.clip_range)
             live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
+            committed: dict[int, bytes] = {}
             pending, self._pending_shares = self._pending_shares, {}
 
             def accept_input(client: int, response: InputResponse) -> None:
                 y = response.payload
                 if y is None or y.shape != acc.shape or y.dtype != acc.dtype:
                     raise ProtocolError(f"input: client {client} sent {None if y is None else (y.dtype, y.shape)}, expected {(acc.dtype, acc.shape)}")
+                if len(response.self_mask_commitment) != (0 if streaming else 32):
+                    raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
                 np.add(acc, y, out=acc)
+                committed[client] = response.self_mask_commitment
 
-            outcome = yield self._step(
-                Stage.INPUT,
-                lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, encoding, live, pending.get(c, ()))),
-                accept_input,
-            )
+            def input_request(c: int) -> tuple:
+                routed = pending.get(c, ())
+                return index, spec, encoding, live, tuple(s for s, _ in routed), tuple(h for _, h in routed)
+
+            outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, input_request), accept_input)
             self._note(Stage.INPUT, outcome)
             survivors = set(outcome.accepted)
             dropped = set(live) - survivors
-            if not dropped or not (streaming or dropped & self._exposed):
-                break
-            why = "during a streaming sum" if streaming else "after contributing earlier"
-            self.log.append(f"round {self.round}: clients {sorted(dropped)} dropped {why}; re-keying")
+            if streaming:  # every live client's input is in, or the sum is lost: no secret may remove a missing mask
+                self._exposed |= set(live)
+                if dropped:
+                    self.live = survivors
+                    self.log.append(f"round {self.round}: clients {sorted(dropped)} dropped during streaming sum {spec.name!r}; abandoned")
+                    raise SumAbandoned(f"streaming sum {spec.name!r}: clients {sorted(dropped)} dropped, so the pairwise masks cannot "
+                                       "cancel; abandoned (its contributions are never masked again)")
+                self._require(len(survivors), self._plan.min_survivors, "sent masked inputs")
+                return (yield from self._deliver(index, spec, encoding, acc, survivors))
+            self._require(len(survivors), self._plan.min_survivors, "sent masked inputs")
+            why = self._rekey_reason(set(live), survivors, survivors)
+            if why is None:
+                # 4. consistency: every survivor signs (view, live, survivors)
+                lab = self._labels()
+                survivor_list = tuple(sorted(survivors))
+                statement = consistency_statement(**lab, view=self._view, sum_index=index, live=live, survivors=survivor_list)
+                signatures: dict[int, bytes] = {}
+
+                def accept_signature(client: int, response: ConsistencyResponse) -> None:
+                    try:
+                        verify_signature(self.directory[client], response.signature, statement)
+                    except (InvalidSignature, ValueError) as exc:
+                        raise ProtocolError(f"consistency: signature of client {client} does not verify") from exc
+                    signatures[client] = response.signature
+
+                outcome = yield self._step(
+                    Stage.CONSISTENCY, lambda h: self._per_client(h, survivor_list, ConsistencyRequest, lambda c: (survivor_list,)),
+                    accept_signature,
+                )
+                self._note(Stage.CONSISTENCY, outcome)
+                self._require(len(signatures), self._plan.min_survivors, "signed the survivor set")
+                why = self._rekey_reason(set(live), survivors, set(signatures))
+                if why is None:
+                    break
+                survivors = set(signatures)
+            self.log.append(f"round {self.round}: {why}; re-keying")
             yield from self._key_setup(survivors)
-        plan, graph, lab = self._plan, self._graph, self._labels()
-        self._require(len(survivors), plan.min_survivors, "sent masked inputs")
-        if streaming:  # every live input is in: the pairwise masks cancel in acc
-            self._exposed |= survivors
-            return (yield from self._deliver(index, spec, encoding, acc, survivors))
+        return (yield from self._unmask(index, spec, encoding, acc, set(live), survivors, signatures, committed))
 
-        # 4. consistency: every survivor signs (live, survivors)
-        survivor_list = tuple(sorted(survivors))
-        statement = consistency_statement(**lab, sum_index=index, live=live, survivors=survivor_list)
-        signatures: dict[int, bytes] = {}
+    def _rekey_reason(self, live: set[int], survivors: set[int], vouchers: set[int]) -> str | None:
+        """Why this sum cannot be finished without a re-key (checked before anything about it is
+        revealed), or None. ``vouchers``: the clients whose signatures will vouch."""
+        dropped = live - survivors
+        graph, plan = self._graph, self._plan
+        if dropped & self._exposed:
+            return f"clients {sorted(dropped & self._exposed)} dropped after contributing earlier"
+        for u in sorted(dropped):
+            if len(graph.of(u) & vouchers) < plan.threshold:
+                return f"too few holders of client {u}'s shares remain"
+        for u in sorted(survivors):
+            if len(graph.closed(u) & vouchers) < plan.threshold:
+                return f"too few of client {u}'s group remain to vouch for it"
+            if len(graph.of(u) - survivors) > plan.max_dropped:
+                return f"more than {plan.max_dropped} of client {u}'s neighbours dropped"
+        return None
 
-        def accept_signature(client: int, response: ConsistencyResponse) -> None:
-            try:
-                verify_signature(self.directory[client], response.signature, statement)
-            except (InvalidSignature, ValueError) as exc:
-                raise ProtocolError(f"consistency: signature of client {client} does not verify") from exc
-            signatures[client] = response.signature
+    def _exclude(self, client: int, reason: str) -> None:
+        """A client caught lying: out of the run, named in its metrics."""
+        self.excluded.setdefault(client, reason)
+        self.log.append(f"round {self.round}: excluded client {client}: {reason}")
 
-        outcome = yield self._step(
-            Stage.CONSISTENCY, lambda h: self._per_client(h, survivor_list, ConsistencyRequest, lambda c: (survivor_list,)), accept_signature
-        )
-        self._note(Stage.CONSISTENCY, outcome)
-        self._require(len(signatures), plan.min_survivors, "signed the survivor set")
+    def _abandon(self, spec: SumSpec, why: str, live: set[int]) -> SumAbandoned:
+        self.live = live - set(self.excluded)
+        self.log.append(f"round {self.round}: sum {spec.name!r} abandoned: {why}")
+        return SumAbandoned(f"sum {spec.name!r}: {why}; abandoned after its self-masks were revealed (its contributions are never masked again)")
+
+    def _unmask(self, index, spec, encoding, acc, live, survivors, signatures, committed) -> StepGen[SumResult]:
+        """5.-7. Reveals: from here on the contributions are spent; failures abandon the sum."""
+        graph, lab = self._graph, self._labels()
+        dropped = live - survivors
         vouching = self._vouching(signatures)
-
-        # 5. unmask: per-sum self-mask keys, and mask-key shares of clients that dropped
         self_keys: dict[int, bytes] = {}
         key_shares: dict[int, dict[int, bytes]] = defaultdict(dict)
 
@@ -208,9 +316,13 @@ class MaskServer(ServerRole):
             for s in response.mask_key_shares:
                 if s.owner not in dropped or client not in graph.of(s.owner) or len(s.value) != shamir.SHARE_BYTES:
                     raise ProtocolError(f"unmask: client {client} sent a share of client {s.owner}, which it does not hold")
-            self_keys[client] = response.self_mask_key
+            if self._self_key_verified(client, response.self_mask_key, committed[client], index):
+                self_keys[client] = response.self_mask_key
+            else:  # its self-mask is rebuilt from its seed shares instead (6.)
+                self._exclude(client, f"revealed a self-mask key for sum {spec.name!r} that fails its commitment")
             for s in response.mask_key_shares:
-                key_shares[s.owner][client + 1] = s.value
+                if self._share_verified(s.owner, client, "mask_key", s.value):
+                    key_shares[s.owner][client + 1] = s.value
 
         outcome = yield self._step(
             Stage.UNMASK,
@@ -220,9 +332,10 @@ class MaskServer(ServerRole):
         self._note(Stage.UNMASK, outcome)
         self._exposed |= survivors
         for u in sorted(dropped):
-            self._cancel_pairwise(acc, u, key_shares[u], survivors, index)
+            if not self._cancel_pairwise(acc, u, key_shares[u], survivors, index):
+                raise self._abandon(spec, f"client {u}'s mask key could not be rebuilt", survivors)
 
-        # 6. recover the self-masks of survivors that went silent after sending input
+        # 6. recover the self-masks of survivors that went silent after sending input, or lied about them
         missing = survivors - set(self_keys)
         if missing:
             seed_shares: dict[int, dict[int, bytes]] = defaultdict(dict)
@@ -236,22 +349,31 @@ class MaskServer(ServerRole):
                 ):
                     raise ProtocolError(f"recover: client {client} sent shares it does not hold")
                 for s in response.self_seed_shares:
-                    seed_shares[s.owner][client + 1] = s.value
+                    if self._share_verified(s.owner, client, "seed", s.value):
+                        seed_shares[s.owner][client + 1] = s.value
 
+            helpers = sorted(set(self_keys) - set(self.excluded))
             outcome = yield self._step(
                 Stage.RECOVER,
-                lambda h: self._per_client(h, sorted(self_keys), RecoverRequest, lambda c: (missing_list, vouching(graph.of(c) & missing))),
+                lambda h: self._per_client(h, helpers, RecoverRequest, lambda c: (missing_list, vouching(graph.of(c) & missing))),
                 accept_recover,
             )
             self._note(Stage.RECOVER, outcome)
             for u in missing_list:
                 seed = self._rebuild(u, seed_shares[u], "seed")
+                if seed is None:
+                    raise self._abandon(spec, f"client {u}'s self-mask could not be rebuilt", set(self_keys))
                 if seed_commitment(seed, **lab, client=u) != self._keys[u].seed_commitment:
-                    raise ProtocolError(f"recover: shares of client {u}'s seed do not match its commitment (a holder sent a bad share)")
+                    self._exclude(u, "dealt seed shares that do not rebuild its committed seed")
+                    raise self._abandon(spec, f"client {u}'s seed shares are inconsistent", set(self_keys))
                 self_keys[u] = self_mask_key(seed, **lab, sum_index=index)
-        for v in survivor_list:
+        for v in sorted(survivors):
             self._prg.add_into(acc, self_keys[v], stream_id=0, sign=-1)
-        self.live = survivors - missing
+        clipped = encoding.decode_count(acc[-1])
+        if not mask_client.clipped_count_is_possible(clipped, contributors=len(survivors), values=spec.size):
+            raise self._abandon(spec, f"the unmasked sum is corrupt (clipped count {clipped}): some contributor sent garbage",
+                                survivors - missing)
+        self.live = survivors - missing - set(self.excluded)
         return (yield from self._deliver(index, spec, encoding, acc, survivors))
 
     def _deliver(self, index: int, spec: SumSpec, encoding, acc: np.ndarray, contributors: set[int]) -> StepGen[SumResult]:
@@ -283,21 +405,45 @@ class MaskServer(ServerRole):
 
         return pick
 
-    def _rebuild(self, client: int, shares: dict[int, bytes], kind: str) -> bytes:
-        """Shamir-combine one client's secret; record which kind of secret was obtained."""
-        self._require(len(shares), self._plan.threshold, f"returned shares of client {client}'s {kind}")
+    def _self_key_verified(self, client: int, key: bytes, committed: bytes, index: int) -> bool:
+        """Whether a revealed self-mask key is the one committed to with the masked input
+        (threat_model.md M-LIAR); a wrong one would make the released sum garbage."""
+        return self_mask_commitment(key, **self._labels(), sum_index=index, client=client) == committed
+
+    def _share_verified(self, owner: int, holder: int, kind: str, value: bytes) -> bool:
+        """Whether a revealed share is the one ``owner`` committed to sealing to ``holder``; a
+        holder revealing another is excluded (threat_model.md M-LIAR)."""
+        committed = self._share_hashes.get((owner, holder))
+        expected = None if committed is None else (committed.seed_hash if kind == "seed" else committed.key_hash)
+        if expected is not None and share_commitment(value, kind=kind, **self._labels(), owner=owner, holder=holder) == expected:
+            return True
+        self._exclude(holder, f"revealed a {kind} share of client {owner} that fails {owner}'s commitment")
+        return False
+
+    def _rebuild(self, client: int, shares: dict[int, bytes], kind: str) -> bytes | None:
+        """Shamir-combine one client's secret from verified shares (None if too few, or they
+        do not interpolate); record which kind of secret was obtained."""
+        if len(shares) < self._plan.threshold:
+            self.log.append(f"round {self.round}: only {len(shares)} valid shares of client {client}'s {kind}, need {self._plan.threshold}")
+            return None
         try:
             secret = shamir.combine(shares, threshold=self._plan.threshold)
-        except ValueError as exc:
-            raise ProtocolError(f"shares of client {client}'s {kind} are inconsistent: {exc}") from exc
+        except ValueError:
+            self._exclude(client, f"dealt {kind} shares that do not interpolate")
+            return None
         self.revealed[(self.round, self._epoch, client)].add(kind)
         return secret
 
-    def _cancel_pairwise(self, acc: np.ndarray, u: int, shares: dict[int, bytes], survivors: set[int], index: int) -> None:
-        """Remove the masks survivors added with dropped client u, from u's rebuilt mask key."""
+    def _cancel_pairwise(self, acc: np.ndarray, u: int, shares: dict[int, bytes], survivors: set[int], index: int) -> bool:
+        """Remove the masks survivors added with dropped client u, from u's rebuilt mask key;
+        False when the key cannot be rebuilt (too few valid shares, or a dishonest dealer)."""
         mask_key = self._rebuild(u, shares, "mask_key")
+        if mask_key is None:
+            return False
         if X25519PrivateKey.from_private_bytes(mask_key).public_key().public_bytes_raw() != self._keys[u].mask_public:
-            raise ProtocolError(f"shares of client {u}'s mask key rebuild a key that is not its advertised key (a holder sent a bad share)")
+            self._exclude(u, "dealt mask-key shares that do not rebuild its advertised key")
+            return False
         for v in sorted(self._graph.of(u) & survivors):
             k = pair_key(mask_key, self._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **self._labels(), a=u, b=v)
             self._prg.add_into(acc, k, stream_id=index, sign=-1 if v < u else 1)
+        return True

@@ -12,6 +12,7 @@ Request/response pairs, per stage (server -> client, client -> server):
 stage          request                 response
 =============  ======================  =======================
 ADVERTISE      AdvertiseRequest        AdvertiseResponse
+GRAPH          GraphRequest            GraphResponse
 SHARE_KEYS     ShareKeysRequest        ShareKeysResponse
 KEY_DEAL       KeyDealRequest          KeyDealResponse
 KEY_INSTALL    KeyInstallRequest       Ack
@@ -69,6 +70,30 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class GraphCommitment:
+    """A member's commitment to the nonce it adds to the sparse graph's seed."""
+
+    client: int
+    commitment: bytes
+
+
+@dataclass(frozen=True)
+class GraphNonce:
+    client: int
+    nonce: bytes
+
+
+@dataclass(frozen=True)
+class ShareCommitment:
+    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``."""
+
+    owner: int
+    holder: int
+    seed_hash: bytes
+    key_hash: bytes
+
+
+@dataclass(frozen=True)
 class AdvertiseRequest:
     header: Header
     epoch: int
@@ -77,24 +102,43 @@ class AdvertiseRequest:
     degree: int
     threshold: int
     min_survivors: int
+    max_dropped: int = 0  # mask: most neighbours of a client that may be missing from a sum's survivors
+    streaming: bool = False  # mask: sums marked streaming take the streaming variant
 
 
 @dataclass(frozen=True)
 class AdvertiseResponse:
     header: Header
     keys: SignedKeys
+    graph_commitment: bytes = b""  # mask, sparse graph: commitment to this client's graph nonce
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    """Sparse graph: every member's commitment, fixed before any nonce is revealed."""
+
+    header: Header
+    commitments: tuple[GraphCommitment, ...]
+
+
+@dataclass(frozen=True)
+class GraphResponse:
+    header: Header
+    nonce: bytes
 
 
 @dataclass(frozen=True)
 class ShareKeysRequest:
     header: Header
     peers: tuple[SignedKeys, ...]
+    nonces: tuple[GraphNonce, ...] = ()  # sparse graph: every member's revealed nonce
 
 
 @dataclass(frozen=True)
 class ShareKeysResponse:
     header: Header
     sealed: tuple[Sealed, ...]
+    commitments: tuple[ShareCommitment, ...] = ()  # one per sealed envelope
 
 
 @dataclass(frozen=True)
@@ -127,6 +171,7 @@ class InputRequest:
     encoding: FixedPoint | None  # mask only
     live: tuple[int, ...]
     shares: tuple[Sealed, ...]  # mask: routed shares, on the first sum of a key epoch only
+    share_commitments: tuple[ShareCommitment, ...] = ()  # mask: the dealers' commitments to those shares
 
 
 @dataclass(frozen=True)
@@ -134,6 +179,7 @@ class InputResponse:
     header: Header
     payload: np.ndarray | None  # plain: float vector; mask: ring vector
     ciphertexts: tuple[bytes, ...]  # ckks
+    self_mask_commitment: bytes = b""  # mask, full protocol: commitment to the self-mask key of this sum
 
 
 @dataclass(frozen=True)
@@ -187,6 +233,8 @@ class DeliverRequest:
 Message = (
     AdvertiseRequest
     | AdvertiseResponse
+    | GraphRequest
+    | GraphResponse
     | ShareKeysRequest
     | ShareKeysResponse
     | KeyDealRequest
@@ -206,6 +254,7 @@ Message = (
 
 REQUESTS: dict[Stage, type] = {
     Stage.ADVERTISE: AdvertiseRequest,
+    Stage.GRAPH: GraphRequest,
     Stage.SHARE_KEYS: ShareKeysRequest,
     Stage.KEY_DEAL: KeyDealRequest,
     Stage.KEY_INSTALL: KeyInstallRequest,
@@ -217,6 +266,7 @@ REQUESTS: dict[Stage, type] = {
 }
 RESPONSES: dict[Stage, type] = {
     Stage.ADVERTISE: AdvertiseResponse,
+    Stage.GRAPH: GraphResponse,
     Stage.SHARE_KEYS: ShareKeysResponse,
     Stage.KEY_DEAL: KeyDealResponse,
     Stage.KEY_INSTALL: Ack,

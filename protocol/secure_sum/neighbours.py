@@ -3,12 +3,14 @@
 Complete graph (Bonawitz et al., CCS 2017): every pair; each client does n-1 key agreements
 and PRG streams. Sparse graph (Bell et al., CCS 2020, SecAgg+): a random Harary graph, i.e.
 clients placed on a ring in a random order, each linked to degree/2 clients on either side;
-degree = 2 * ceil(log2 n) keeps per-client cost logarithmic, so 1,000 clients are practical.
+the degree follows from the adversary (protocol/secure_sum/adversary.py), logarithmic in n.
 
-Every party derives the same graph from public inputs (session, round, key epoch and the
-participant list) through SHA-256 and our AES-CTR PRG, so the server does not choose it.
-Neighbourhoods are computed on demand: a client needs its own and its neighbours', not all n.
-What each graph guarantees is in threat_model.md (claims M-GRAPH-COMPLETE, M-GRAPH-SPARSE).
+Nobody chooses the sparse graph: its ring order is keyed by the key epoch's view digest,
+which hashes the nonces every participant committed to before any was revealed
+(keyring.view_digest; threat_model.md M-GRAPH-SPARSE). A server that tried session ids or
+participant lists offline until some honest client's neighbours were its colluders cannot
+predict the graph any more. Neighbourhoods are computed on demand: a client needs its own and
+its neighbours', not all n.
 """
 
 from __future__ import annotations
@@ -57,17 +59,18 @@ class NeighbourGraph:
         return self.of(client) | {client}
 
     @classmethod
-    def build(
-        cls, *, kind: GraphKind, participants: Sequence[int], degree: int, session: bytes, round: int, epoch: int
-    ) -> NeighbourGraph:
-        """The graph every party computes for these public inputs."""
+    def build(cls, *, kind: GraphKind, participants: Sequence[int], degree: int, seed: bytes = b"") -> NeighbourGraph:
+        """The graph for these participants; a sparse graph needs ``seed``, the epoch's view
+        digest (32 bytes), and every party holding the same view builds the same graph."""
         ordered = tuple(sorted(participants))
         n = len(ordered)
         if kind is GraphKind.COMPLETE or degree >= n - 1:
             return cls(ordered, None, 0)
         if kind is not GraphKind.SPARSE:
             raise ValueError(f"graph kind must be COMPLETE or SPARSE, got {kind}")
-        seed = hashlib.sha256(label(Purpose.NEIGHBOUR_GRAPH, session, round, epoch, ordered)).digest()
-        keys = MaskPRG().keystream(seed, stream_id=0, count=n, ring_bits=64)
+        if len(seed) != 32:
+            raise ValueError(f"a sparse graph needs the 32-byte view digest as its seed, got {len(seed)} bytes")
+        key = hashlib.sha256(label(Purpose.NEIGHBOUR_GRAPH, seed)).digest()
+        keys = MaskPRG().keystream(key, stream_id=0, count=n, ring_bits=64)
         ring = tuple(ordered[i] for i in np.argsort(keys, kind="stable"))
         return cls(ordered, ring, degree // 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.messages import Ack, DeliverRequest, InputRequest, InputResponse
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
@@ -21,7 +21,7 @@ class PlainServer(ServerRole):
 
     def setup(self, round_index: int, participants=None) -> StepGen[None]:
         self.live = set(self._begin_round(round_index, participants))
-        self._needed = self.config.survivors_needed(len(self.live))
+        self._needed = self.config.survivors_needed(len(self.clients))
         self._sum_index = 0
         return
         yield  # a generator with no steps: plain needs no key set-up
@@ -42,6 +42,7 @@ class PlainServer(ServerRole):
         live = tuple(sorted(self.live))
         outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept)
         self._note(Stage.INPUT, outcome)
+        abandoned_streaming(self, spec, set(live), set(outcome.accepted))
         self.live = set(outcome.accepted)
         self._require(len(outcome.accepted), self._needed, "sent inputs")
         contributors = tuple(sorted(outcome.accepted))
@@ -57,18 +58,29 @@ class PlainServer(ServerRole):
         return SumResult(spec, spec.unflatten(total), frozenset(contributors), 0, 0.0)
 
 
+def abandoned_streaming(role: ServerRole, spec: SumSpec, live: set[int], answered: set[int]) -> None:
+    """A streaming sum is all-or-nothing on every backend (threat_model.md M-STREAM): a dropout
+    abandons it, so a plan's numbers do not depend on the backend."""
+    if spec.streaming and live - answered:
+        role.live = answered
+        role.log.append(f"round {role.round}: clients {sorted(live - answered)} dropped during streaming sum {spec.name!r}; abandoned")
+        raise SumAbandoned(f"streaming sum {spec.name!r}: clients {sorted(live - answered)} dropped; abandoned")
+
+
 class PlainClient(ClientRole):
     backend = Backend.PLAIN
     round_entry = frozenset({Stage.INPUT})
+    continuing = frozenset({Stage.DELIVER})
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._pending: tuple[int, SumSpec] | None = None
 
     def _on_input(self, request: InputRequest) -> InputResponse:
-        x = self._contribution(request.spec)
+        x = self._fresh(request.spec)
         all_f32 = all(a.dtype == np.float32 for a in self._contributions[request.spec.name].values())
         self._pending = (request.sum_index, request.spec)
+        self._expose(request.spec)  # in the clear: the server holds it from now on
         return InputResponse(self._header(request), x.astype(np.float32 if all_f32 else np.float64), ())
 
     def _on_deliver(self, request: DeliverRequest) -> Ack:

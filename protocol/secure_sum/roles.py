@@ -7,10 +7,17 @@ collectives so step numbers increase over the whole session.
 
 A client role is a state machine: :meth:`ClientRole.handle` checks the header and the stage
 transition before dispatching to one handler per stage (``_on_<stage>``).
+
+Contributions are single-use (threat_model.md M-ONCE). Once any of a contribution could have
+been unmasked (a revealed self-mask key, a streaming input, a ciphertext), it is *exposed*:
+if its sum is then abandoned (the server goes on without delivering it), the contribution is
+never masked again, since a second sum over the same inputs without one client would give
+that client's input away. Only the digest of an abandoned contribution is kept, to refuse it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
@@ -22,6 +29,7 @@ from secure_fedgraph.crypto.keys import IdentityKey, SecretMaterial
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
 from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
@@ -75,6 +83,7 @@ class ServerRole(ABC):
         self.clients = sorted(clients)
         self._round_started = -1
         self.log: list[str] = []  # stage-level events (ids, counts, reasons); never payloads
+        self.excluded: dict[int, str] = {}  # clients caught lying (a share or key that fails its commitment), and why
 
     @property
     def round(self) -> int:
@@ -134,11 +143,21 @@ class ServerRole(ABC):
         self.log.append(", ".join(parts))
 
 
+def _digest(x: np.ndarray) -> bytes:
+    return hashlib.sha256(x.dtype.str.encode() + repr(x.shape).encode() + np.ascontiguousarray(x).tobytes()).digest()
+
+
 class ClientRole(SecretMaterial, ABC):
-    """Client side of one backend for one session. Holds secrets: no repr, no pickle."""
+    """Client side of one backend for one session. Holds secrets: no repr, no pickle.
+
+    ``policy`` is this client's own security minimums (default: accept exactly what ``config``
+    asks for, for runs where one user plays every party); ``directory`` lists every client
+    the run started with.
+    """
 
     backend: Backend
     round_entry: frozenset[Stage]  # stages that may open a new round
+    continuing: frozenset[Stage]  # stages that carry on a sum after its contribution was exposed
 
     def __init__(
         self,
@@ -148,6 +167,7 @@ class ClientRole(SecretMaterial, ABC):
         session: bytes,
         identity: IdentityKey,
         directory: Mapping[int, bytes],
+        policy: ClientPolicy | None = None,
     ) -> None:
         self.config = config
         self.client_id = client_id
@@ -156,11 +176,20 @@ class ClientRole(SecretMaterial, ABC):
         self.directory = check_directory(directory)
         if self.directory.get(client_id) != identity.public_bytes:
             raise ConfigError(f"the directory's identity key for client {client_id} is not this client's key")
+        self.policy = policy if policy is not None else ClientPolicy.accepting(config)
         self.state: Stage | None = None
         self.round = -1
         self._last_step = 0
         self._contributions: dict[str, Any] = {}
+        self._exposed: dict[str, np.ndarray] = {}  # name -> contribution that may already be unmasked
+        self._abandoned: dict[str, set[bytes]] = {}  # name -> digests of exposed contributions never delivered
+        self.abandoned: list[str] = []  # sums this client saw abandoned (its host resumes the plan with them)
         self.last_result: SumResult | None = None  # only the latest: a long run must not accumulate sums
+
+    @property
+    def n_run(self) -> int:
+        """How many clients the run started with (every one of them is in the directory)."""
+        return len(self.directory)
 
     def contribute(self, name: str, tensors: Mapping[str, Any]) -> None:
         """Stage this client's tensors for the sum called ``name`` (used when the server asks)."""
@@ -170,6 +199,41 @@ class ClientRole(SecretMaterial, ABC):
         if spec.name not in self._contributions:
             raise ProtocolError(f"client {self.client_id}: the server asked for sum {spec.name!r}, which this client has not contributed to")
         return spec.flatten(self._contributions[spec.name])
+
+    # --- single-use contributions (threat_model.md M-ONCE) -----------------------------------
+    def _expose(self, spec: SumSpec) -> None:
+        """The staged contribution to ``spec`` may now be unmasked (a self-mask key revealed, a
+        streaming input or a ciphertext sent): from here on it is this sum's or no sum's."""
+        self._exposed[spec.name] = spec.flatten(self._contributions.pop(spec.name))
+
+    def exposed(self, name: str) -> bool:
+        return name in self._exposed
+
+    def _fresh(self, spec: SumSpec) -> np.ndarray:
+        """The staged contribution to ``spec``, refused if it may already have been unmasked for
+        a sum that was never delivered (masking it again would give it away)."""
+        if spec.name in self._exposed:
+            raise ProtocolError(f"client {self.client_id}: the contribution to sum {spec.name!r} may already be unmasked; "
+                                "refusing to mask it again (a sum is never asked for twice)")
+        x = self._contribution(spec)
+        if _digest(x) in self._abandoned.get(spec.name, ()):
+            raise ProtocolError(f"client {self.client_id}: sum {spec.name!r} was abandoned after its contribution could be "
+                                "unmasked; refusing to mask the same contribution again (the plan must supply a fresh one)")
+        return x
+
+    def settle(self, request: Any) -> list[str]:
+        """Before answering ``request``: a sum with an exposed contribution goes on only with its
+        own later stages (``continuing``); any other request means the server abandoned it. Its
+        contribution is then given up for good (only its digest is kept, to refuse it later).
+        Returns the sums abandoned now; they are also queued on ``abandoned`` for the host."""
+        stage = getattr(getattr(request, "header", None), "stage", None)
+        if not self._exposed or stage in self.continuing:
+            return []
+        gone = list(self._exposed)
+        for name in gone:
+            self._abandoned.setdefault(name, set()).add(_digest(self._exposed.pop(name)))
+        self.abandoned.extend(gone)
+        return gone
 
     def handle(self, request: Message) -> Message:
         """Check header and transition, then run the stage's handler; returns the response."""
@@ -187,6 +251,7 @@ class ClientRole(SecretMaterial, ABC):
         if h.round < self.round or (h.round > self.round and h.stage not in self.round_entry):
             raise ProtocolError(f"client {self.client_id}: request for round {h.round} at stage {h.stage.value} while in round {self.round}")
         self._last_step = h.step
+        self.settle(request)
         response = getattr(self, f"_on_{h.stage.value}")(request)
         self.round, self.state = h.round, h.stage
         return response
@@ -198,3 +263,4 @@ class ClientRole(SecretMaterial, ABC):
     def _finish(self, result: SumResult) -> None:
         self.last_result = result
         self._contributions.pop(result.spec.name, None)
+        self._exposed.pop(result.spec.name, None)

@@ -4,6 +4,10 @@ A client role is a state machine: its state is the stage of the last request it 
 (``None`` before the first). A request whose stage is not in ``TRANSITIONS[backend][state]``
 is refused with a ProtocolError before any of its content is looked at. Replays are refused
 separately, by the strictly increasing step number in every header.
+
+A sum may be abandoned (a dropout in a streaming sum, a secret that cannot be recovered): the
+server then goes on with the next sum's INPUT, or a re-key, from whatever stage it reached;
+the client gives that sum's contribution up for good (roles.py, ``settle``).
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
     },
     Backend.MASK: {
         None: frozenset({_S.ADVERTISE}),
-        _S.ADVERTISE: frozenset({_S.SHARE_KEYS, _S.ADVERTISE}),
+        _S.ADVERTISE: frozenset({_S.GRAPH, _S.SHARE_KEYS, _S.ADVERTISE}),  # GRAPH: sparse graph only
+        _S.GRAPH: frozenset({_S.SHARE_KEYS, _S.ADVERTISE}),
         _S.SHARE_KEYS: frozenset({_S.INPUT, _S.ADVERTISE}),
-        _S.INPUT: frozenset({_S.CONSISTENCY, _S.DELIVER, _S.ADVERTISE}),  # DELIVER: streaming sums
-        _S.CONSISTENCY: frozenset({_S.UNMASK, _S.ADVERTISE}),
-        _S.UNMASK: frozenset({_S.RECOVER, _S.DELIVER, _S.ADVERTISE}),
-        _S.RECOVER: frozenset({_S.DELIVER, _S.ADVERTISE}),
+        _S.INPUT: frozenset({_S.CONSISTENCY, _S.DELIVER, _S.INPUT, _S.ADVERTISE}),  # DELIVER: streaming sums
+        _S.CONSISTENCY: frozenset({_S.UNMASK, _S.INPUT, _S.ADVERTISE}),
+        _S.UNMASK: frozenset({_S.RECOVER, _S.DELIVER, _S.INPUT, _S.ADVERTISE}),
+        _S.RECOVER: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
         _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE}),
     },
     Backend.CKKS: {

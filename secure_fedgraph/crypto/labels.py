@@ -28,7 +28,11 @@ class Purpose(enum.Enum):
     CKKS_KEY_TRANSPORT = "ckks-key-transport"  # HKDF: key sealing the CKKS secret context
     CKKS_KEY_AAD = "ckks-key-aad"  # AAD of a content key sealed to one peer
     CKKS_CONTEXT_AAD = "ckks-context-aad"  # AAD of the CKKS secret context sealed under the content key
-    NEIGHBOUR_GRAPH = "neighbour-graph"  # hash input: the public seed of the neighbour graph
+    NEIGHBOUR_GRAPH = "neighbour-graph"  # hash input: the PRG key of the neighbour graph, from the view
+    VIEW = "view"  # hash: what one key epoch is (participants, members, graph commitments and nonces)
+    GRAPH_COMMITMENT = "graph-commitment"  # hash: a client's commitment to its graph nonce
+    SHARE_COMMITMENT = "share-commitment"  # hash: the dealer's commitment to one Shamir share
+    SELF_MASK_COMMITMENT = "self-mask-commitment"  # hash: a client's commitment to one sum's self-mask key
 
 
 def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:

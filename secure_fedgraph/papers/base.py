@@ -22,6 +22,13 @@ class Plan(ABC):
     name: ClassVar[str]
     Config: ClassVar[type]
     clients_field: ClassVar[str]  # the Config field the CLI's --clients sets
+    uploads_activations: ClassVar[bool] = False  # split learning: the server sees each client's activations
+
+    @property
+    def dp_sigma(self) -> float | None:
+        """The noise multiplier on uploaded activations (None: the plan has no DP option);
+        clients compare it with their own --min-dp-sigma."""
+        return getattr(self.config, "dp_sigma", None)
 
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from secure_fedgraph.errors import ConfigError, DropoutError
+from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
 from secure_fedgraph.papers.base import positive, positive_number
@@ -55,6 +55,8 @@ from secure_fedgraph.papers.traffic import (
     client_normalisation,
     dataset,
     errors_spec,
+    released_errors,
+    report_errors,
     server_normalisation,
 )
 from secure_fedgraph.privacy import GaussianRows, epsilon_of
@@ -153,6 +155,8 @@ def server_batches(seed: int, round_index: int, epoch: int, windows: int, size: 
 class CNFGNN(SensorPlan):
     name = "cnfgnn"
     Config = CNFGNNConfig
+    uploads_activations = True  # h_c,i of every window: clients refuse less noise than their --min-dp-sigma
+
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
@@ -219,7 +223,10 @@ class CNFGNN(SensorPlan):
 
         def fedavg():
             with ctx.phase("fedavg"):
-                return len((yield from ctx.secure_sum(weights_spec)).contributors)
+                try:
+                    return len((yield from ctx.secure_sum(weights_spec)).contributors)
+                except SumAbandoned:
+                    return 0  # abandoned (threat_model.md M-ONCE): every client keeps its own model this round
 
         def step_graph_net(h_graph: torch.Tensor, grads: dict[int, dict[str, np.ndarray]]) -> None:
             """One Adam step of the GN on the clients' dL/dh_G, averaged over those that answered."""
@@ -274,7 +281,7 @@ class CNFGNN(SensorPlan):
         def evaluate(split: str, windows: int):
             with ctx.phase("evaluation"):
                 yield from encodings(split, windows)
-                return rmse_mae((yield from ctx.release((yield from ctx.secure_sum(errors_spec(split))))))
+                return rmse_mae((yield from released_errors(ctx, errors_spec(split))))
 
         with ctx.phase("set-up"):  # 0.
             yield from ctx.start_round(0)
@@ -335,11 +342,14 @@ class CNFGNN(SensorPlan):
         def evaluate(split: str):
             yield ctx.upload(f"h_c:{split}", {"h": encode(split)}, privacy)
             g = (yield ctx.receive(f"h_G:{split}"))["h"]
-            yield ctx.secure_sum(split, error_sums(model, *data.sensor(split, 0), mean=mean, std=std, graph=g))
+            yield from report_errors(ctx, split, error_sums(model, *data.sensor(split, 0), mean=mean, std=std, graph=g))
 
         def fedavg():
-            total = yield ctx.secure_sum("weights", weights_of(model))
-            load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+            try:
+                total = yield ctx.secure_sum("weights", weights_of(model))
+                load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+            except SumAbandoned:
+                pass  # the server gave this round's FedAvg up: keep the local model
 
         def loss_of(hidden: torch.Tensor, batch: np.ndarray, g: torch.Tensor, coin: torch.Generator) -> torch.Tensor:
             """This client's loss on a server batch, given the server's h_G for it."""

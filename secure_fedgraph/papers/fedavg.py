@@ -13,7 +13,8 @@ Algorithm (numbers match the comments in the code):
      cl_decay_steps = 1: no teacher forcing);
   3. FedAvg: a secure sum of the clients' weights; every client and (with mask/plain) the
      server get the sum, and the new global model is sum / number of contributors (unweighted,
-     as CNFGNN);
+     as CNFGNN); if the sum is abandoned (threat_model.md M-ONCE), every client keeps its own
+     model for this round;
   4. validation: a secure sum of each client's squared and absolute errors (mph) and counts;
      the totals give RMSE and MAE and are released to the server.
   5. After the last round: the same for the test windows.
@@ -29,6 +30,7 @@ from typing import ClassVar
 
 import torch
 
+from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers.base import positive, positive_number
 from secure_fedgraph.papers.traffic import (
@@ -36,6 +38,8 @@ from secure_fedgraph.papers.traffic import (
     check_sensors,
     client_normalisation,
     errors_spec,
+    released_errors,
+    report_errors,
     server_normalisation,
 )
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
@@ -105,16 +109,17 @@ class FedAvgGRU(SensorPlan):
                     yield from ctx.start_round(r)
             if self.averages:
                 with ctx.phase("fedavg"):
-                    yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
+                    try:
+                        yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
+                    except SumAbandoned:
+                        pass  # every client keeps its own model this round
             with ctx.phase("evaluation"):
-                errors = yield from ctx.secure_sum(errors_spec("validation"))  # 4.
-                clients = len(errors.contributors)
-                rmse, mae = rmse_mae((yield from ctx.release(errors)))
+                rmse, mae = rmse_mae((yield from released_errors(ctx, errors_spec("validation"))))  # 4.
+                clients = len(ctx.live)
             history.append({"round": r, "clients": clients, "val_rmse": rmse, "val_mae": mae})
             ctx.report(r, clients=clients, val_rmse=rmse, val_mae=mae)
         with ctx.phase("evaluation"):
-            test = yield from ctx.release((yield from ctx.secure_sum(errors_spec("test"))))  # 5.
-        test_rmse, test_mae = rmse_mae(test)
+            test_rmse, test_mae = rmse_mae((yield from released_errors(ctx, errors_spec("test"))))  # 5.
         return {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
 
     def client(self, ctx: ClientContext):
@@ -127,10 +132,13 @@ class FedAvgGRU(SensorPlan):
             train_local(model, x, y, tod, rng=ctx.rng("batches", r), epochs=c.local_epochs,
                         max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr)  # 2.
             if self.averages:
-                total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
-                load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
-            yield ctx.secure_sum("validation", error_sums(model, *data.sensor("val", 0), mean=mean, std=std))  # 4.
-        yield ctx.secure_sum("test", error_sums(model, *data.sensor("test", 0), mean=mean, std=std))  # 5.
+                try:
+                    total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
+                    load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+                except SumAbandoned:
+                    pass  # the server gave this round's FedAvg up: keep the local model
+            yield from report_errors(ctx, "validation", error_sums(model, *data.sensor("val", 0), mean=mean, std=std))  # 4.
+        yield from report_errors(ctx, "test", error_sums(model, *data.sensor("test", 0), mean=mean, std=std))  # 5.
 
 
 class LocalGRU(FedAvgGRU):

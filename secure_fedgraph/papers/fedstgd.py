@@ -10,7 +10,10 @@ Algorithm (numbers match the comments in the code):
   1. R_l local epochs over the training windows in batches, in one order shared by every
      client (the run seed and the epoch; otherwise the summed terms would mix windows). Per
      batch, at every GRU step t and k in {1, 2}, every client sends P_kj and Q_kj (eqs. 22,
-     23, step 1) to one secure sum and uses the sums (step 3) in eqs. 13 to 16.
+     23, step 1) to one secure sum and uses the sums (step 3) in eqs. 13 to 16. If a client
+     drops during one of the batch's sums, the sum is abandoned (its inputs are never masked
+     again, threat_model.md M-STREAM) and so is the batch: no client steps on it, and the
+     survivors go on with the next batch.
   2. Backward, with ``gradients="exact"``: for the same sums in reverse order every client
      sends dL_i/dS; the sum G is the gradient of the total loss with respect to each
      client's contribution (training/sum_tape.py). With "detached", G is not computed (the
@@ -34,6 +37,7 @@ Model choices the paper leaves open are listed in models/fedstgd.py.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -42,10 +46,10 @@ import numpy as np
 import torch
 
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, masked_error_sums, metro_windows, partition_stations, pooled_errors
-from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers.base import Plan, positive, positive_number
-from secure_fedgraph.papers.traffic import errors_spec
+from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
 from secure_fedgraph.protocol.collectives import Receive, SecureSum
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
@@ -288,13 +292,13 @@ class FedSTGD(Plan):
             with ctx.phase("training"):
                 for _ in range(c.local_epochs):
                     for size in c.batches("train"):  # 1.-2.
-                        yield from self._server_batch(ctx, size, training=True)
-                        if gradient_sum is not None:
-                            yield from ctx.secure_sum(gradient_sum)
-                        batches += 1
+                        batches += yield from self._server_batch(ctx, size, training=True, synced=gradient_sum)
             if c.sync == "round":
                 with ctx.phase("fedavg"):
-                    yield from ctx.secure_sum(SumSpec.of("weights", global_weights))  # 3.
+                    try:
+                        yield from ctx.secure_sum(SumSpec.of("weights", global_weights))  # 3.
+                    except SumAbandoned:
+                        pass  # every client keeps its own global parameters this round
             with ctx.phase("evaluation"):
                 errors = yield from self._server_evaluation(ctx, "val")  # 4.
             history.append({"round": r, "clients": len(ctx.live), **errors})
@@ -309,21 +313,29 @@ class FedSTGD(Plan):
         return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
                 "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
 
-    def _server_batch(self, ctx: ServerContext, size: int, *, training: bool):
+    def _server_batch(self, ctx: ServerContext, size: int, *, training: bool, synced: SumSpec | None = None):
+        """The sums of one batch; returns 1, or 0 when one of them was abandoned (the batch too)."""
         c = self.config
-        if not c.cross_client:
-            return
-        for index in range(c.shape.n_sums):
-            yield from ctx.secure_sum(c.forward_spec(index, size))
-        if training and c.gradients == "exact":
-            for index in reversed(range(c.shape.n_sums)):
-                yield from ctx.secure_sum(c.gradient_spec(index, size))
+        try:
+            if c.cross_client:
+                for index in range(c.shape.n_sums):
+                    yield from ctx.secure_sum(c.forward_spec(index, size))
+                if training and c.gradients == "exact":
+                    for index in reversed(range(c.shape.n_sums)):
+                        yield from ctx.secure_sum(c.gradient_spec(index, size))
+            if synced is not None:
+                yield from ctx.secure_sum(synced)
+        except SumAbandoned:
+            return 0
+        return 1
 
     def _server_evaluation(self, ctx: ServerContext, split: str):
         for size in self.config.batches(split):
             yield from self._server_batch(ctx, size, training=False)
         name = "validation" if split == "val" else "test"
-        totals = yield from ctx.release((yield from ctx.secure_sum(errors_spec(name, ERRORS, clip_range=1e12))))
+        totals = yield from released_errors(ctx, errors_spec(name, ERRORS, clip_range=1e12))
+        if totals is None:
+            return {"rmse": math.nan, "mae": math.nan, "mape": math.nan}
         errors = pooled_errors(totals)
         return {"rmse": errors.rmse, "mae": errors.mae, "mape": errors.mape_percent}
 
@@ -353,12 +365,22 @@ class FedSTGD(Plan):
                     yield from self._client_step(ctx, model, optimiser, x, y, slots, scaler)
                 schedule.step()
             if c.sync == "round":
-                total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
-                load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+                try:
+                    total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
+                    load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
+                except SumAbandoned:
+                    pass  # the server gave this round's FedAvg up
             yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
         yield from self._client_evaluation(ctx, model, splits.test, scaler, "test")  # 5.
 
     def _client_step(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
+        """One batch; skipped (no step) when the server abandons one of its sums."""
+        try:
+            yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler)
+        except SumAbandoned:
+            pass
+
+    def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
         c = self.config
         tape = SumTape()
         constants = model.batch_constants(slots)
@@ -383,10 +405,13 @@ class FedSTGD(Plan):
             with torch.no_grad():
                 constants = model.batch_constants(slots)
             steps = SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums, grad=False)
-            prediction = yield from self._sums(ctx, steps, "pq")
+            try:
+                prediction = yield from self._sums(ctx, steps, "pq")
+            except SumAbandoned:
+                continue  # the server dropped this batch from the evaluation too
             sums = masked_error_sums(scaler.inverse(prediction.numpy()), y)
             totals = {k: totals[k] + sums[k] for k in ERRORS}
-        yield ctx.secure_sum(name, totals)
+        yield from report_errors(ctx, name, totals)
 
     def _sums(self, ctx: ClientContext, tape_steps, name: str, *, scale: float = 1.0):
         """Drive a tape generator: each value goes to a secure sum (or, without inter-client

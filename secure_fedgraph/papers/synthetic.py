@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan, positive
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
 from secure_fedgraph.protocol.secure_sum.config import Backend
@@ -55,12 +56,16 @@ class FedAvgVector(Plan):
             if r % c.fresh_keys_every == 0:
                 yield from ctx.start_round(r)
             yield from ctx.broadcast("model", {"w": model})
-            total = yield from ctx.secure_sum(spec)
-            if total.values is not None:
+            try:
+                total = yield from ctx.secure_sum(spec)
+            except SumAbandoned:
+                total = None  # the model stays as it was this round
+            if total is not None and total.values is not None:
                 model = (total.values["w"] / len(total.contributors)).astype(np.float32)
             seconds = time.perf_counter() - started  # the round itself: key set-up, broadcast, secure sum
-            history.append({"round": r, "clients": len(total.contributors), "round_seconds": seconds})
-            ctx.report(r, clients=len(total.contributors), round_seconds=seconds)
+            clients = len(total.contributors) if total is not None else 0
+            history.append({"round": r, "clients": clients, "round_seconds": seconds})
+            ctx.report(r, clients=clients, round_seconds=seconds)
         return {"plan": self.name, "rounds": history}
 
     def client(self, ctx: ClientContext):
@@ -69,4 +74,7 @@ class FedAvgVector(Plan):
             model = (yield ctx.receive("model"))["w"]
             rng = np.random.default_rng(derive_seed(c.seed, "client", ctx.client_id, r, "update"))
             update = rng.uniform(-1, 1, c.length).astype(np.float32)
-            yield ctx.secure_sum("update", {"w": np.clip(model + update, -1, 1)})
+            try:
+                yield ctx.secure_sum("update", {"w": np.clip(model + update, -1, 1)})
+            except SumAbandoned:
+                pass

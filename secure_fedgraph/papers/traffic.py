@@ -16,7 +16,7 @@ from typing import Any
 
 from secure_fedgraph.data import MetrLA, dcrnn_windows
 from secure_fedgraph.data.metr_la import TrafficSplits
-from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
@@ -75,3 +75,21 @@ def client_normalisation(ctx: ClientContext, raw: TrafficSplits):
     mean = float(moments.values["mean"][0]) / n
     std = math.sqrt(float(moments.values["mean_square"][0]) / n - mean**2)
     return raw.normalised(mean, std), mean, std
+
+
+def released_errors(ctx: ServerContext, spec: SumSpec) -> StepGen[dict | None]:
+    """Server: a secure sum of error statistics, released to the server (with ckks, by the
+    clients, which marked it releasable); None when the sum was abandoned (those metrics are
+    then missing for that round, never made up)."""
+    try:
+        return (yield from ctx.release((yield from ctx.secure_sum(spec))))
+    except SumAbandoned:
+        return None
+
+
+def report_errors(ctx: ClientContext, name: str, sums):
+    """Client side of :func:`released_errors`: the only sums a client lets the server see."""
+    try:
+        yield ctx.secure_sum(name, sums, releasable=True)
+    except SumAbandoned:
+        pass

@@ -47,8 +47,36 @@ class Signature(_message.Message):
     signature: bytes
     def __init__(self, client: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
+class GraphCommitment(_message.Message):
+    __slots__ = ("client", "commitment")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    client: int
+    commitment: bytes
+    def __init__(self, client: _Optional[int] = ..., commitment: _Optional[bytes] = ...) -> None: ...
+
+class GraphNonce(_message.Message):
+    __slots__ = ("client", "nonce")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    client: int
+    nonce: bytes
+    def __init__(self, client: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
+
+class ShareCommitment(_message.Message):
+    __slots__ = ("owner", "holder", "seed_hash", "key_hash")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    SEED_HASH_FIELD_NUMBER: _ClassVar[int]
+    KEY_HASH_FIELD_NUMBER: _ClassVar[int]
+    owner: int
+    holder: int
+    seed_hash: bytes
+    key_hash: bytes
+    def __init__(self, owner: _Optional[int] = ..., holder: _Optional[int] = ..., seed_hash: _Optional[bytes] = ..., key_hash: _Optional[bytes] = ...) -> None: ...
+
 class AdvertiseRequest(_message.Message):
-    __slots__ = ("header", "epoch", "participants", "graph", "degree", "threshold", "min_survivors")
+    __slots__ = ("header", "epoch", "participants", "graph", "degree", "threshold", "min_survivors", "max_dropped", "streaming")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +84,8 @@ class AdvertiseRequest(_message.Message):
     DEGREE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     MIN_SURVIVORS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     epoch: int
     participants: _containers.RepeatedScalarFieldContainer[int]
@@ -63,31 +93,55 @@ class AdvertiseRequest(_message.Message):
     degree: int
     threshold: int
     min_survivors: int
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., epoch: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., graph: _Optional[str] = ..., degree: _Optional[int] = ..., threshold: _Optional[int] = ..., min_survivors: _Optional[int] = ...) -> None: ...
+    max_dropped: int
+    streaming: bool
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., epoch: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., graph: _Optional[str] = ..., degree: _Optional[int] = ..., threshold: _Optional[int] = ..., min_survivors: _Optional[int] = ..., max_dropped: _Optional[int] = ..., streaming: _Optional[bool] = ...) -> None: ...
 
 class AdvertiseResponse(_message.Message):
-    __slots__ = ("header", "keys")
+    __slots__ = ("header", "keys", "graph_commitment")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     keys: SignedKeys
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., keys: _Optional[_Union[SignedKeys, _Mapping]] = ...) -> None: ...
+    graph_commitment: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., keys: _Optional[_Union[SignedKeys, _Mapping]] = ..., graph_commitment: _Optional[bytes] = ...) -> None: ...
+
+class GraphRequest(_message.Message):
+    __slots__ = ("header", "commitments")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    commitments: _containers.RepeatedCompositeFieldContainer[GraphCommitment]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., commitments: _Optional[_Iterable[_Union[GraphCommitment, _Mapping]]] = ...) -> None: ...
+
+class GraphResponse(_message.Message):
+    __slots__ = ("header", "nonce")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    nonce: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class ShareKeysRequest(_message.Message):
-    __slots__ = ("header", "peers")
+    __slots__ = ("header", "peers", "nonces")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    NONCES_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     peers: _containers.RepeatedCompositeFieldContainer[SignedKeys]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ...) -> None: ...
+    nonces: _containers.RepeatedCompositeFieldContainer[GraphNonce]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[_Iterable[_Union[GraphNonce, _Mapping]]] = ...) -> None: ...
 
 class ShareKeysResponse(_message.Message):
-    __slots__ = ("header", "sealed")
+    __slots__ = ("header", "sealed", "commitments")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SEALED_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     sealed: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    commitments: _containers.RepeatedCompositeFieldContainer[ShareCommitment]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
 
 class KeyDealRequest(_message.Message):
     __slots__ = ("header", "peers")
@@ -122,30 +176,34 @@ class KeyInstallRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ..., sealed_context: _Optional[bytes] = ...) -> None: ...
 
 class InputRequest(_message.Message):
-    __slots__ = ("header", "sum_index", "spec", "encoding", "live", "shares")
+    __slots__ = ("header", "sum_index", "spec", "encoding", "live", "shares", "share_commitments")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SUM_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     LIVE_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
+    SHARE_COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     sum_index: int
     spec: _common_pb2.SumSpec
     encoding: _common_pb2.FixedPoint
     live: _containers.RepeatedScalarFieldContainer[int]
     shares: _containers.RepeatedCompositeFieldContainer[Sealed]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ...) -> None: ...
+    share_commitments: _containers.RepeatedCompositeFieldContainer[ShareCommitment]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., share_commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
 
 class InputResponse(_message.Message):
-    __slots__ = ("header", "payload", "ciphertexts")
+    __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    SELF_MASK_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     payload: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    self_mask_commitment: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., self_mask_commitment: _Optional[bytes] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
     __slots__ = ("header", "survivors")

@@ -87,6 +87,10 @@ def test_purpose_strings_are_pinned() -> None:
         "CKKS_KEY_AAD": "ckks-key-aad",
         "CKKS_CONTEXT_AAD": "ckks-context-aad",
         "NEIGHBOUR_GRAPH": "neighbour-graph",
+        "VIEW": "view",
+        "GRAPH_COMMITMENT": "graph-commitment",
+        "SHARE_COMMITMENT": "share-commitment",
+        "SELF_MASK_COMMITMENT": "self-mask-commitment",
     }
 
 

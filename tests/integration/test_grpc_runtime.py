@@ -90,7 +90,8 @@ def test_cnfgnn_over_grpc_equals_the_in_process_run(start_server):
 
     options = dict(rounds=2, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=30, batch_size=16, server_batch_size=12)
     run = start_server(clients=4, plan="cnfgnn", plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=("--transcript",))
-    clients = [run.client("0-1"), run.client("2-3")]
+    no_dp = ("--min-dp-sigma", "0")  # the paper's split learning without noise: an explicit opt-in on every client
+    clients = [run.client("0-1", *no_dp), run.client("2-3", *no_dp)]
     _, metrics = run.finish()
     for process in clients:
         assert process.wait(timeout=60) == 0, process.stdout.read()
@@ -219,7 +220,8 @@ def test_a_client_refusing_streaming_leaves_a_run_that_allows_it(start_server):
     assert others.wait(timeout=60) == 0
     careful_output = careful.communicate(timeout=60)[0]
     assert careful.returncode != 0
-    assert "allows the streaming variant, which this client refuses (--no-streaming); start the server with --no-streaming" in careful_output
+    assert ("the server's mask backend allows the streaming variant (start it with --no-streaming); this client's policy refuses it "
+            "(--no-streaming)") in careful_output
     assert metrics["clients_finished"] == 3 and set(metrics["dropped"]) == {"3"}
 
 
@@ -259,8 +261,8 @@ def test_a_killed_sensor_process_does_not_stop_a_cnfgnn_run(start_server):
     test metrics from the survivors."""
     options = ("rounds=4", "hidden_size=8", "gn_hidden=16", "gn_update=8", "max_windows=60", "batch_size=16", "server_batch_size=12")
     run = start_server(clients=6, plan="cnfgnn", plan_options=options)
-    survivors = run.client("0-3")
-    victim = run.client("4-5")
+    survivors = run.client("0-3", "--min-dp-sigma", "0")
+    victim = run.client("4-5", "--min-dp-sigma", "0")
     for line in run.server.stdout:
         if line.startswith("round 1:"):
             victim.send_signal(signal.SIGKILL)

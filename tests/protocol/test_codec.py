@@ -18,6 +18,7 @@ from secure_fedgraph.wire import common_pb2, envelope_pb2
 
 HEADER = m.Header(b"s" * 16, 3, 41, Stage.UNMASK, 7)
 SAMPLES = {
+    bool: True,
     int: 5,
     float: 2.5,
     str: "complete",
@@ -28,6 +29,9 @@ SAMPLES = {
     m.Sealed: m.Sealed(1, 2, b"sealed"),
     m.Share: m.Share(3, b"v" * 66),
     m.Signature: m.Signature(5, b"z" * 64),
+    m.GraphCommitment: m.GraphCommitment(6, b"g" * 32),
+    m.GraphNonce: m.GraphNonce(7, b"n" * 32),
+    m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
 

@@ -5,23 +5,35 @@ from __future__ import annotations
 import pytest
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.secure_sum import GraphKind, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum import Adversary, GraphKind, MaskConfig, SecureSumConfig, Threat
 
 
 @pytest.mark.parametrize(
-    "n,graph,degree,threshold",
-    [(2, GraphKind.COMPLETE, 1, 2), (3, GraphKind.COMPLETE, 2, 2), (100, GraphKind.COMPLETE, 99, 51), (1000, GraphKind.SPARSE, 20, 11)],
+    "n,graph,degree,threshold,survivors",
+    [  # the default adversary: a deviating server with a third of the clients, 2t > group + colluders
+        (2, GraphKind.COMPLETE, 1, 2, 2),
+        (3, GraphKind.COMPLETE, 2, 3, 3),  # one colluder: both others must survive, and vouch
+        (10, GraphKind.COMPLETE, 9, 7, 6),  # 3 colluders: (10 + 3) // 2 + 1
+        (100, GraphKind.COMPLETE, 99, 67, 51),
+        (1000, GraphKind.SPARSE, 310, 236, 501),  # Bell et al.'s bounds at 40 bits, 10% dropouts
+    ],
 )
-def test_defaults(n, graph, degree, threshold):
+def test_defaults(n, graph, degree, threshold, survivors):
     plan = MaskConfig().resolve(n, None)
-    assert (plan.graph, plan.degree, plan.threshold, plan.min_survivors) == (graph, degree, threshold, n // 2 + 1)
+    assert (plan.graph, plan.degree, plan.threshold, plan.min_survivors) == (graph, degree, threshold, survivors)
 
 
-def test_sparse_graph_that_would_be_complete_falls_back():
-    plan = MaskConfig(graph=GraphKind.SPARSE).resolve(8, None)  # 2 * ceil(log2 8) = 6 < 7: still sparse
-    assert plan.graph is GraphKind.SPARSE and plan.degree == 6
-    plan = MaskConfig(graph=GraphKind.SPARSE).resolve(6, None)  # degree 6 >= n - 1
-    assert plan.graph is GraphKind.COMPLETE and plan.degree == 5
+def test_sparse_graph_falls_back_to_complete_where_no_sparse_degree_holds():
+    plan = MaskConfig(graph=GraphKind.SPARSE).resolve(10, None)  # a third colluding: no degree below 9 holds
+    assert plan.graph is GraphKind.COMPLETE and plan.degree == 9
+    plan = MaskConfig(graph=GraphKind.SPARSE).resolve(207, None)
+    assert plan.graph is GraphKind.SPARSE and plan.degree == 138
+
+
+def test_a_weaker_stated_adversary_gives_a_cheaper_graph_and_honest_but_curious_lower_thresholds():
+    cheap = MaskConfig(graph=GraphKind.SPARSE, adversary=Adversary(corrupt_fraction=0.05, dropout_fraction=0.05)).resolve(1000, None)
+    assert cheap.graph is GraphKind.SPARSE and cheap.degree < 100
+    assert MaskConfig(adversary=Adversary(threat=Threat.HONEST_BUT_CURIOUS)).resolve(10, None).threshold == 6
 
 
 @pytest.mark.parametrize(
@@ -42,23 +54,30 @@ def test_mask_config_validation(kwargs, match):
         MaskConfig(**kwargs)
 
 
-def test_threshold_below_a_majority_is_refused():
-    with pytest.raises(ConfigError, match="threshold=3 must be between a majority \\(6\\)"):
-        MaskConfig(threshold=3).resolve(10, None)
+def test_threshold_below_the_active_bound_is_refused():
+    with pytest.raises(ConfigError, match="threshold=6 must be between 7 \\(what a active server with up to 0.333"):
+        MaskConfig(threshold=6).resolve(10, None)
 
 
-def test_min_survivors_below_a_majority_is_refused_for_mask():
-    with pytest.raises(ConfigError, match="min_survivors=4 must be between a majority \\(6\\)"):
+def test_an_explicit_sparse_degree_must_hold_against_the_adversary():
+    with pytest.raises(ConfigError, match="degree=16 cannot hold against a active server"):
+        MaskConfig(graph=GraphKind.SPARSE, degree=16).resolve(200, None)
+
+
+def test_min_survivors_below_a_majority_of_the_run_is_refused_for_mask():
+    with pytest.raises(ConfigError, match="min_survivors=4 must be between 6 \\(a majority of the run's 10 clients"):
         MaskConfig().resolve(10, 4)
+    with pytest.raises(ConfigError, match="min_survivors=2 must be between 6"):  # a smaller round keeps the run's bar
+        MaskConfig().resolve(4, 2, n_run=10)
 
 
 def test_min_survivors_above_n():
-    with pytest.raises(ConfigError, match="exceeds the 3 clients"):
+    with pytest.raises(ConfigError, match="exceeds the 3 clients of the run"):
         SecureSumConfig(min_survivors=5).survivors_needed(3)
 
 
 def test_server_announcing_weaker_parameters_is_refused_by_clients():
-    """A client recomputes the plan from its own config; a weaker announced threshold fails."""
+    """A client checks the announced plan against its own policy; a weaker threshold fails."""
     import dataclasses
 
     from secure_fedgraph.errors import ProtocolError
@@ -71,5 +90,5 @@ def test_server_announcing_weaker_parameters_is_refused_by_clients():
         return data
 
     session = local_session(SecureSumConfig(backend=Backend.MASK), range(7), intercept=weaken)
-    with pytest.raises(ProtocolError, match="server announced"):
+    with pytest.raises(ProtocolError, match="server announced threshold 2 for 7 participants, below the 5"):
         session.start_round()

@@ -50,7 +50,7 @@ class Toy(Plan):
         offset = (yield ctx.receive("offset"))["o"][0]
         own = (yield ctx.receive("own"))["v"][0]
         yield ctx.upload("echo", {"v": np.array([own])}, privacy=_halve)
-        result = yield ctx.secure_sum("total", {"x": np.array([own + offset])})
+        result = yield ctx.secure_sum("total", {"x": np.array([own + offset])}, releasable=True)
         assert result.values["x"][0] == pytest.approx(6.0 + 40.0, abs=result.error_bound)
 
 

@@ -2,7 +2,8 @@
 
 Flower's SecAgg+ aborts when a client drops during its first two stages; these tests drop
 1 and n - t clients at each stage (advertise, share keys, masked input, consistency,
-unmask, recover, deliver) and check the sum over the survivors.
+unmask, recover, deliver) and check the sum over the survivors. With 7 clients the default
+adversary has 2 colluders: t = (7 + 2) // 2 + 1 = 5, and a sum needs 4 contributors.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secure_fedgraph.errors import DropoutError
-from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, local_session
-from tests.helpers import make_inputs, max_error, plain_sum
+from secure_fedgraph.errors import DropoutError, SumAbandoned
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, local_session
+from tests.helpers import make_inputs, max_error, plain_sum, sparse_config
 
 N = 7
-T = N // 2 + 1  # default threshold and min_survivors: a majority
+T = MaskConfig().resolve(N, None).threshold  # 5
+FLOOR = MaskConfig().resolve(N, None).min_survivors  # 4
 EARLY = (Stage.ADVERTISE, Stage.SHARE_KEYS, Stage.INPUT)  # dropped before their input was summed
 LATE = (Stage.CONSISTENCY, Stage.UNMASK)  # dropped after it: their input is in the sum
 
@@ -67,9 +69,10 @@ def test_dropout_during_deliver_affects_the_next_sum_only(which):
     assert second.contributors == frozenset(range(N)) - dropped
 
 
-def test_adjacent_dropouts_at_two_stages():
-    _, (result,) = _run({Stage.SHARE_KEYS: {1}, Stage.INPUT: {2}, Stage.UNMASK: {3}})
-    assert result.contributors == frozenset(range(N)) - {1, 2}
+def test_adjacent_dropouts_at_three_stages():
+    """Ten clients (3 colluders: t = 7): one drops at each of three stages."""
+    _, (result,) = _run({Stage.SHARE_KEYS: {1}, Stage.INPUT: {2}, Stage.UNMASK: {3}}, n=10)
+    assert result.contributors == frozenset(range(10)) - {1, 2}
 
 
 def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
@@ -89,7 +92,7 @@ def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
 
 def test_rekeying_never_lowers_min_survivors():
     """After a re-key among 5 of 7 clients, a sum still needs 4 contributors (a majority of 7),
-    not 3 (a majority of the 5 re-keyed participants)."""
+    not 3 (a majority of the 5 re-keyed participants): the floor counts on the run's start."""
     session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
     session.start_round()
     session.secure_sum("a", make_inputs(range(N), seed=1))
@@ -103,7 +106,7 @@ def test_rekeying_never_lowers_min_survivors():
 
 
 def test_below_threshold_fails_clearly_and_releases_nothing():
-    dropped = set(range(N - T + 1))  # one more than the protocol tolerates
+    dropped = set(range(N - FLOOR + 1))  # one more than the floor allows
     session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.INPUT: dropped})
     session.start_round()
     with pytest.raises(DropoutError, match=r"only 3 clients sent masked inputs, fewer than the 4 required.*no aggregate is released"):
@@ -111,11 +114,21 @@ def test_below_threshold_fails_clearly_and_releases_nothing():
     assert all(client.last_result is None for client in session.clients.values())
 
 
-@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.CONSISTENCY, Stage.UNMASK], ids=lambda s: s.value)
+@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.CONSISTENCY], ids=lambda s: s.value)
 def test_below_threshold_at_other_stages(stage):
-    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={stage: set(range(N - T + 1))})
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={stage: set(range(N - FLOOR + 1))})
     with pytest.raises(DropoutError, match="fewer than the 4 required"):
         session.start_round()
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+def test_too_many_silent_after_their_self_masks_were_asked_for_abandons_the_sum():
+    """Three of seven go silent at unmask: their self-masks need t = 5 seed shares, and only 4
+    holders remain. Survivors already revealed theirs, so the sum is abandoned, not redone."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.UNMASK: {0, 1, 2}})
+    session.start_round()
+    with pytest.raises(SumAbandoned, match="self-mask could not be rebuilt"):
         session.secure_sum("s", make_inputs(range(N)))
     assert all(client.last_result is None for client in session.clients.values())
 
@@ -129,21 +142,18 @@ def test_server_never_obtains_both_recovery_secrets():
 
 
 def test_sparse_graph_dropouts():
-    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=6))
+    config = sparse_config(6)
     for stage in (Stage.SHARE_KEYS, Stage.INPUT, Stage.UNMASK):
         session, (result,) = _run({stage: {2, 3, 17}}, n=24, config=config)
         assert len(result.contributors) >= 21
 
 
-def test_sparse_neighbourhood_too_small_to_recover_names_the_client():
-    """Sparse graph: dropping a client and most of its neighbours leaves too few share holders."""
-    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))
-    probe = local_session(config, range(20))
-    probe.start_round()
-    neighbours = sorted(probe.server._graph.of(0))
-    # keys are per session, but the graph depends only on (session, round, epoch, participants)
-    drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:3])}
-    session = local_session(config, range(20), drop=drop, session=probe.server.session)
+def test_sparse_neighbourhood_too_small_to_recover_abandons_the_sum_naming_the_client():
+    """Sparse graph: a client drops before its input, and most of its neighbours go silent at
+    unmask, after the others revealed their self-masks: too few shares of its mask key remain."""
+    session = local_session(sparse_config(4), range(20))
     session.start_round()
-    with pytest.raises(DropoutError, match="client 0's mask_key"):
+    neighbours = sorted(session.server._graph.of(0))  # the graph is known only once the nonces are revealed
+    session.runner.drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:2])}
+    with pytest.raises(SumAbandoned, match="client 0's mask key could not be rebuilt"):
         session.secure_sum("s", make_inputs(range(20)))

@@ -11,10 +11,10 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from scipy import stats
 
 from secure_fedgraph.errors import CapacityError, ProtocolError
-from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
-from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum
+from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum, sparse_config
 
 N = 5
 MASK = SecureSumConfig(backend=Backend.MASK)
@@ -191,7 +191,7 @@ def test_unmask_needs_a_quorum_of_valid_consistency_signatures():
 
     session = local_session(MASK, range(N), intercept=_edit("down", Stage.UNMASK, 0, too_few))
     session.start_round()
-    with pytest.raises(ProtocolError, match="only 2 consistency signatures from client 0 and its neighbours, need 3"):
+    with pytest.raises(ProtocolError, match="only 2 consistency signatures from client 0 and its neighbours, need 4"):
         session.secure_sum("s", make_inputs(range(N)))
 
     def forged(request: UnmaskRequest):
@@ -207,7 +207,7 @@ def test_unmask_needs_a_quorum_of_valid_consistency_signatures():
 def test_sparse_graph_quorum_comes_from_the_clients_own_neighbourhood():
     """Signatures from far-away clients do not vouch for client 0; a server offering only those
     is refused, however many there are."""
-    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))
+    config = sparse_config(4)
     holder = {}
 
     def far_only(request: UnmaskRequest):
@@ -224,7 +224,7 @@ def test_sparse_graph_quorum_comes_from_the_clients_own_neighbourhood():
 def test_unmask_requests_carry_only_the_signatures_a_client_needs():
     """Sparse graph, no dropout: each client gets the signatures of its own neighbourhood only
     (O(log n) per client instead of n), and verifies just t of them."""
-    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=6))
+    config = sparse_config(6)
     seen = {}
 
     def count(direction, stage, client, data):

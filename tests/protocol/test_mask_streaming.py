@@ -1,7 +1,8 @@
 """The mask backend's streaming variant (threat_model.md M-STREAM): sums equal the plaintext
-sum with two steps each (input, deliver), a dropout re-keys and redoes the sum without
-revealing any secret, the variant is used only where the configuration allows it, and what it
-gives up against a server that fakes a dropout is real and absent from the full protocol."""
+sum with two steps each (input, deliver), a dropout abandons the sum without revealing any
+secret (its inputs are never masked again), later sums go on among the survivors, and the
+variant is used only where the configuration allows it. The attack a redo allowed is in
+test_attacks.py (streaming redo)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, local_session
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, local_session
 from secure_fedgraph.protocol.secure_sum.messages import ConsistencyRequest, DeliverRequest
-from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum
+from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum, sparse_config
 
 STREAMING = SecureSumConfig(backend=Backend.MASK)
 FULL = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False))
@@ -51,19 +52,20 @@ def test_streaming_and_full_sums_mix_in_one_epoch():
         assert max_error(result.values, plain_sum(inputs, range(4))) <= result.error_bound
 
 
-def test_a_dropout_in_a_streaming_sum_rekeys_the_survivors_and_redoes_the_sum_revealing_nothing():
+def test_a_dropout_in_a_streaming_sum_abandons_it_and_the_survivors_go_on_revealing_nothing():
     session = local_session(STREAMING, range(5), drop={Stage.INPUT: {3}}, record=True)
     session.start_round()
     inputs = make_inputs(range(5))
-    result = session.secure_sum("s", inputs, streaming=True)
-    assert result.contributors == frozenset({0, 1, 2, 4})
-    assert max_error(result.values, plain_sum(inputs, {0, 1, 2, 4})) <= result.error_bound
-    assert any("dropped during a streaming sum; re-keying" in line for line in session.server.log)
-    assert _stages(session).count("advertise") == 5 + 4  # the round's key set-up, then the survivors'
+    with pytest.raises(SumAbandoned, match=r"streaming sum 's': clients \[3\] dropped"):
+        session.secure_sum("s", inputs, streaming=True)
     assert session.server.revealed == {}  # no seed, no mask key: nothing recovered
+    assert _stages(session).count("advertise") == 5  # no re-key: the pairwise keys with client 3 are simply unused
     later = make_inputs(range(5), seed=1)
     result = session.secure_sum("t", {c: later[c] for c in (0, 1, 2, 4)}, streaming=True)
+    assert result.contributors == frozenset({0, 1, 2, 4})
     assert max_error(result.values, plain_sum(later, {0, 1, 2, 4})) <= result.error_bound
+    with pytest.raises(ProtocolError, match="refusing to mask the same contribution again"):  # "s" with the same inputs
+        session.secure_sum("s", {c: inputs[c] for c in (0, 1, 2, 4)}, streaming=True)
 
 
 def test_after_a_streaming_sum_a_dropout_in_a_full_sum_rekeys_instead_of_revealing_a_mask_key():
@@ -87,9 +89,7 @@ def test_streaming_contributors_mask_keys_are_never_revealed_even_if_the_server_
         session.secure_sum("b", make_inputs(range(5)))
 
 
-@pytest.mark.parametrize(
-    "config", [FULL, SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))], ids=["disabled", "sparse"]
-)
+@pytest.mark.parametrize("config", [FULL, sparse_config(4)], ids=["disabled", "sparse"])
 def test_without_the_complete_graph_or_with_streaming_off_every_sum_takes_the_full_protocol(config):
     n = 12
     session = local_session(config, range(n), record=True)
@@ -133,33 +133,3 @@ def test_a_streaming_sum_has_no_consistency_step():
     session.start_round()
     with pytest.raises(ProtocolError, match="is a streaming sum: it has no consistency step"):
         session.secure_sum("s", make_inputs(range(3)), streaming=True)
-
-
-def test_a_server_faking_a_dropout_learns_that_clients_streaming_input_but_not_under_the_full_protocol():
-    """What M-STREAM gives up, shown by doing it: client 3's input reaches the server, which
-    keeps it aside, claims 3 dropped, and gets the redone sum of the others. Under the
-    streaming variant the first attempt's inputs add up to the full sum (pairwise masks
-    cancel), so the difference is client 3's input exactly; under the full protocol the same
-    inputs carry self-masks that are never revealed, and the difference is noise."""
-    for config, exposed in ((STREAMING, True), (FULL, False)):
-        kept: dict[int, np.ndarray] = {}
-
-        def keep_first_inputs(direction, stage, client, data):
-            if direction == "up" and stage is Stage.INPUT and client not in kept:
-                kept[client] = codec.decode(data).payload.copy()
-                if client == 3:
-                    return None  # the server "did not receive" it
-            return data
-
-        session = local_session(config, range(5), intercept=keep_first_inputs)
-        session.start_round()
-        inputs = make_inputs(range(5), shapes={"w": (64,)})
-        redone = session.secure_sum("s", inputs, streaming=True)  # FULL ignores the request: 3's mask key is recovered
-        assert redone.contributors == frozenset({0, 1, 2, 4})
-        ring = sum(kept.values())  # every client's first upload, client 3's included
-        encoding = session.server.config.mask.encoding(5, 64)
-        first = encoding.decode_sum(ring[:-1])
-        guess = first - redone.values["w"]
-        assert np.allclose(guess, inputs[3]["w"], atol=1e-4) is exposed
-
-

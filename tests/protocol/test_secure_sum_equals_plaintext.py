@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from secure_fedgraph.protocol.secure_sum import Backend, GraphKind, MaskConfig, SecureSumConfig, Stage, local_session
-from tests.helpers import config_for, make_inputs, max_error, plain_sum
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, local_session
+from tests.helpers import sparse_config, config_for, make_inputs, max_error, plain_sum
 
 
 def _client_view(session, contributors):
@@ -90,11 +90,14 @@ def test_torch_tensors_are_accepted():
     data=st.data(),
 )
 def test_mask_property_any_clients_ranges_and_dropouts(n, size, scale, precision, data):
-    """Random client counts, sizes, value ranges (some beyond the clip range) and dropouts."""
-    needed = n // 2 + 1
-    stage = data.draw(st.sampled_from([Stage.ADVERTISE, Stage.SHARE_KEYS, Stage.INPUT, Stage.CONSISTENCY, Stage.UNMASK]))
-    dropped = data.draw(st.sets(st.integers(0, n - 1), max_size=n - needed))
+    """Random client counts, sizes, value ranges (some beyond the clip range) and dropouts: down
+    to the survivor floor before the inputs are in (a re-key when secrets cannot be recovered),
+    down to the threshold after them (the dropped clients' self-masks are recovered)."""
     config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(clip_range=8.0, precision_bits=precision))
+    plan = config.mask.resolve(n, None)
+    stage = data.draw(st.sampled_from([Stage.ADVERTISE, Stage.SHARE_KEYS, Stage.INPUT, Stage.CONSISTENCY, Stage.UNMASK]))
+    late = stage in (Stage.CONSISTENCY, Stage.UNMASK)
+    dropped = data.draw(st.sets(st.integers(0, n - 1), max_size=n - (plan.threshold if late else plan.min_survivors)))
     session = local_session(config, range(n), drop={stage: dropped})
     session.start_round()
     inputs = make_inputs(range(n), seed=size, shapes={"v": (size,)}, scale=scale)
@@ -108,7 +111,7 @@ def test_mask_property_any_clients_ranges_and_dropouts(n, size, scale, precision
 
 
 def test_sparse_graph_sum():
-    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=4))
+    config = sparse_config(4)
     session = local_session(config, range(30))
     session.start_round()
     inputs = make_inputs(range(30), seed=3)

@@ -15,6 +15,7 @@ from secure_fedgraph.protocol.secure_sum import messages as m
 from secure_fedgraph.protocol.secure_sum.stages import SECURE_SUM_STAGES, TRANSITIONS
 
 _DEFAULTS = {
+    bool: False,
     int: 0,
     str: "",
     bytes: b"",

@@ -1,0 +1,213 @@
+"""The adversary a run assumes, and the mask parameters that hold against it: pure functions.
+
+Both sides use this module: the server to choose a round's graph, degree, threshold and
+survivor floor (:class:`~.config.MaskConfig`), and every client to check what the server
+announces against its own policy (:class:`~.policy.ClientPolicy`). Nothing here keeps state.
+
+Notation: n participants in a key epoch, out of n_run clients that started the run; C of
+them collude with the server (C = floor(corrupt_fraction * n_run): colluders do not leave
+when honest clients drop, so C is counted on the run, not on the epoch); each client has k
+neighbours (its group is itself and them, g = k + 1 members); t is the Shamir threshold.
+
+Complete graph (Bonawitz et al., CCS 2017). Against a server that deviates from the protocol
+(the "active" model, their Theorem A.3) the consistency check only works if 2t > g + C: honest
+group members sign one survivor set per sum, so to reveal a client's self-mask key (t signers
+who saw it survive) and its mask key (t shares from holders who saw it drop) the server would
+need 2t - C honest signers, more than the g - C there are. An honest-but-curious server does
+not equivocate, so t > C (and, as before, a majority) suffices. Survivors must be at least
+C + 2, so a released sum always holds two honest inputs.
+
+Sparse graph (Bell et al., CCS 2020, SecAgg+): a random Harary graph H(n, k). A client's
+colluding neighbours c_u are hypergeometric (n - 1 others, C colluders, k draws). With
+security parameter sigma (failure probability 2^-sigma, union bound over clients):
+
+* (S) no honest client has c_u >= 2t - g (active; c_u >= t honest-but-curious);
+* (C) the honest survivors stay connected, so the server learns no partial sum: a cut of the
+  ring needs k/2 consecutive non-survivors beside some honest survivor u. Every honest client
+  refuses to reveal anything about u when more than d_max of u's neighbours are missing from
+  the survivors (the server chooses who "dropped"), so a cut needs c_u >= k/2 - d_max among
+  the k/2 neighbours on one side;
+* (R) d_max is large enough that honest dropouts at dropout_fraction exceed it with
+  probability at most 2^-CORRECTNESS_BITS, and t <= k - d_max so a dropped client's secret
+  stays recoverable.
+
+:func:`sparse_parameters` picks the smallest even k meeting all three, and the smallest t
+meeting (S). Where no k < n - 1 does, the graph is complete.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+from dataclasses import dataclass
+
+from secure_fedgraph.errors import ConfigError
+
+CORRECTNESS_BITS = 20  # (R): how rarely honest dropouts alone may exceed d_max in some neighbourhood
+
+
+class Threat(enum.Enum):
+    """How far the server may stray from the protocol (threat_model.md, "Adversaries")."""
+
+    ACTIVE = "active"  # a deviating server, colluding with up to C clients: 2t > g + C
+    HONEST_BUT_CURIOUS = "honest-but-curious"  # follows the protocol; weaker thresholds, explicit opt-in
+
+
+def majority(n: int) -> int:
+    return n // 2 + 1
+
+
+@dataclass(frozen=True)
+class Adversary:
+    """What a party assumes about the adversary.
+
+    Attributes:
+        corrupt_fraction: the fraction of the run's clients that may collude with the server.
+        dropout_fraction: the fraction of clients expected to drop out (a liveness target:
+            more dropouts cost re-keys or abandoned sums, never secrets).
+        security_bits: sigma; the sparse graph's guarantees fail with probability <= 2^-sigma.
+        threat: ACTIVE (default) or HONEST_BUT_CURIOUS (cheaper, only when chosen explicitly).
+    """
+
+    corrupt_fraction: float = 1 / 3
+    dropout_fraction: float = 0.1
+    security_bits: int = 40
+    threat: Threat = Threat.ACTIVE
+
+    def __post_init__(self) -> None:
+        for name in ("corrupt_fraction", "dropout_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+                raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}")
+        if self.corrupt_fraction + self.dropout_fraction >= 1:
+            raise ConfigError(f"corrupt_fraction + dropout_fraction must be below 1, got {self.corrupt_fraction} + {self.dropout_fraction}")
+        if isinstance(self.security_bits, bool) or not isinstance(self.security_bits, int) or not 1 <= self.security_bits <= 128:
+            raise ConfigError(f"security_bits must be an int in [1, 128], got {self.security_bits!r}")
+        if not isinstance(self.threat, Threat):
+            raise ConfigError(f"threat must be a Threat, got {self.threat!r}")
+
+    def colluders(self, n_run: int) -> int:
+        """C: how many of the run's clients may collude with the server."""
+        return math.floor(self.corrupt_fraction * n_run)
+
+    def describe(self) -> str:
+        return (f"{self.threat.value} server with up to {self.corrupt_fraction:.3g} of the clients colluding, "
+                f"{self.dropout_fraction:.3g} dropping, {self.security_bits}-bit security")
+
+
+def survivor_floor(n_run: int, fraction: float, colluders: int) -> int:
+    """The fewest contributors a released sum may have: more than ``fraction`` of the run's
+    clients, and always two more than the colluders (so two honest inputs are in every sum)."""
+    return min(n_run, max(2, math.floor(fraction * n_run) + 1, colluders + 2))
+
+
+def complete_threshold(n: int, colluders: int, threat: Threat) -> int:
+    """t for the complete graph over n participants: 2t > n + C (active), or a majority and
+    t > C (honest-but-curious). May equal n: then no secret is recoverable from shares."""
+    c = min(colluders, n - 1)
+    t = (n + c) // 2 + 1 if threat is Threat.ACTIVE else max(majority(n), c + 1)
+    return min(t, n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_pmf(population: int, successes: int, draws: int) -> tuple[float, ...]:
+    """Natural-log hypergeometric pmf over 0..draws (-inf where impossible)."""
+    def log_comb(a: int, b: int) -> float:
+        return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
+
+    total = log_comb(population, draws)
+    out = []
+    for i in range(draws + 1):
+        possible = i <= successes and draws - i <= population - successes
+        out.append(log_comb(successes, i) + log_comb(population - successes, draws - i) - total if possible else -math.inf)
+    return tuple(out)
+
+
+def log2_tail(population: int, successes: int, draws: int, at_least: int) -> float:
+    """log2 P[X >= at_least] for X ~ Hypergeometric(population, successes, draws)."""
+    if at_least <= 0:
+        return 0.0
+    terms = [v for v in _log_pmf(population, successes, draws)[at_least:] if v > -math.inf]
+    if not terms:
+        return -math.inf
+    top = max(terms)
+    return (top + math.log(sum(math.exp(v - top) for v in terms))) / math.log(2)
+
+
+def _security_bits_of(n: int, colluders: int, degree: int, threshold: int, threat: Threat) -> float:
+    """-log2 of the union bound on (S): some honest client has too many colluding neighbours."""
+    need = 2 * threshold - (degree + 1) if threat is Threat.ACTIVE else threshold
+    return -(math.log2(n) + log2_tail(n - 1, colluders, degree, need))
+
+
+def _connectivity_bits_of(n: int, colluders: int, degree: int, max_dropped: int) -> float:
+    """-log2 of the union bound on (C): some honest survivor has k/2 - d_max colluders on one side."""
+    half = degree // 2
+    return -(math.log2(n) + 1 + log2_tail(n - 1, colluders, half, half - max_dropped))
+
+
+def _max_dropped(n: int, dropped: int, degree: int) -> int:
+    """(R): the smallest d_max that honest dropouts exceed in some neighbourhood w.p. <= 2^-eta."""
+    for d in range(degree + 1):
+        if math.log2(n) + log2_tail(n - 1, dropped, degree, d + 1) <= -CORRECTNESS_BITS:
+            return d
+    return degree
+
+
+@dataclass(frozen=True)
+class SparseParameters:
+    degree: int
+    threshold: int
+    max_dropped: int  # d_max: most neighbours of a client that may be missing from the survivors
+
+
+def sparse_check(n: int, *, colluders: int, degree: int, threshold: int, max_dropped: int, adversary: Adversary) -> str | None:
+    """Why (degree, threshold, max_dropped) on H(n, degree) fails ``adversary``'s (S) or (C),
+    or None when it holds. What a client checks of a sparse round the server announces."""
+    c = min(colluders, n - 1)
+    if not 2 <= degree < n - 1 or degree % 2 or not 1 <= threshold <= degree or not 0 <= max_dropped < degree // 2:
+        return f"degree {degree}, threshold {threshold}, max_dropped {max_dropped} are not a sparse graph over {n} clients"
+    if adversary.threat is Threat.HONEST_BUT_CURIOUS and threshold < majority(degree + 1):
+        return f"threshold {threshold} is below a majority of the {degree + 1} members of a neighbourhood"
+    bits = _security_bits_of(n, c, degree, threshold, adversary.threat)
+    if bits < adversary.security_bits:
+        return (f"with {c} colluders among {n}, some honest client has enough colluding neighbours to defeat threshold "
+                f"{threshold} at degree {degree} with probability 2^-{bits:.1f}, above 2^-{adversary.security_bits}")
+    bits = _connectivity_bits_of(n, c, degree, max_dropped)
+    if bits < adversary.security_bits:
+        return (f"with {c} colluders among {n} and up to {max_dropped} dropped neighbours, the honest survivors split "
+                f"(a partial sum leaks) with probability 2^-{bits:.1f}, above 2^-{adversary.security_bits}")
+    return None
+
+
+def sparse_at_degree(n: int, colluders: int, degree: int, adversary: Adversary) -> SparseParameters | None:
+    """(d_max, the least threshold) for H(n, degree) meeting (S), (C) and (R), or None."""
+    c = min(colluders, n - 1)
+    d_max = _max_dropped(n, math.floor(adversary.dropout_fraction * n), degree)
+    if d_max >= degree // 2 or _connectivity_bits_of(n, c, degree, d_max) < adversary.security_bits:
+        return None
+    lowest = degree // 2 + 1 if adversary.threat is Threat.ACTIVE else majority(degree + 1)
+    for t in range(lowest, degree - d_max + 1):
+        if _security_bits_of(n, c, degree, t, adversary.threat) >= adversary.security_bits:
+            return SparseParameters(degree, t, d_max)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def sparse_parameters(n: int, colluders: int, adversary: Adversary) -> SparseParameters | None:
+    """The cheapest random Harary graph over n participants meeting (S), (C) and (R), or None
+    when only the complete graph does (small n, or a large corrupt fraction)."""
+    degrees = list(range(2, n - 1, 2))
+    lo, hi = 0, len(degrees)  # feasibility grows with the degree: bisect, then step down while it holds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sparse_at_degree(n, colluders, degrees[mid], adversary) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == len(degrees):
+        return None
+    while lo > 0 and sparse_at_degree(n, colluders, degrees[lo - 1], adversary) is not None:
+        lo -= 1
+    return sparse_at_degree(n, colluders, degrees[lo], adversary)

@@ -1,0 +1,145 @@
+"""A client's own security minimums: what it accepts from a server, whatever the server says.
+
+The server chooses a run's configuration and announces it (the Welcome, every ADVERTISE).
+A client never takes those values as its own: it checks them against its policy and refuses,
+with one line naming the option, anything weaker (threat_model.md M-POLICY). The defaults are
+the secure choices; each weaker one is an explicit option with its cost stated in the README.
+
+What stays the server's to choose: the plan and its options, the backend among those the
+client accepts, the clipping range and precision (accuracy, not secrecy), who takes part, and
+stronger settings than the client's minimums.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.protocol.secure_sum.adversary import Adversary, complete_threshold, sparse_check, survivor_floor
+from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan, SecureSumConfig
+
+# the command-line option of `secure-fedgraph client` behind each policy field (for error messages)
+OPTION = {
+    "adversary": "--corrupt-fraction / --dropout-fraction / --security-bits / --honest-but-curious",
+    "min_survivors_fraction": "--min-survivors-fraction",
+    "allow_sparse": "--no-sparse",
+    "allow_streaming": "--no-streaming",
+    "backends": "--backend",
+    "min_dp_sigma": "--min-dp-sigma",
+    "max_rekeys_per_round": "--max-rekeys",
+}
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    """What a client accepts.
+
+    Attributes:
+        adversary: the adversary this client assumes (corrupt and dropout fractions, security
+            bits, deviating or honest-but-curious server); thresholds and graphs must hold
+            against it.
+        min_survivors_fraction: a sum must hold more than this fraction of the clients that
+            started the run (and two more than the colluders), however many are left.
+        allow_sparse: accept the sparse neighbour graph (when its parameters hold).
+        allow_streaming: accept mask's streaming variant for the sums a plan marks.
+        backends: the secure-sum backends accepted (mask by default; ckks and plain only when
+            listed: ckks gives every input away to one colluding client, plain to the server).
+        min_dp_sigma: the least noise multiplier a plan that uploads activations may use.
+        max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
+    """
+
+    adversary: Adversary = field(default_factory=Adversary)
+    min_survivors_fraction: float = 0.5
+    allow_sparse: bool = True
+    allow_streaming: bool = True
+    backends: frozenset[Backend] = frozenset({Backend.MASK})
+    min_dp_sigma: float = 1.0
+    max_rekeys_per_round: int = 4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.adversary, Adversary):
+            raise ConfigError(f"adversary must be an Adversary, got {self.adversary!r}")
+        f = self.min_survivors_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f < 1:
+            raise ConfigError(f"min_survivors_fraction must be a number in [0, 1), got {f!r}")
+        for name in ("allow_sparse", "allow_streaming"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not self.backends or not all(isinstance(b, Backend) for b in self.backends):
+            raise ConfigError(f"backends must be a non-empty set of Backend, got {self.backends!r}")
+        s = self.min_dp_sigma
+        if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s < 0:
+            raise ConfigError(f"min_dp_sigma must be a finite number >= 0, got {s!r}")
+        r = self.max_rekeys_per_round
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ConfigError(f"max_rekeys_per_round must be an int >= 0, got {r!r}")
+
+    @classmethod
+    def accepting(cls, config: SecureSumConfig) -> ClientPolicy:
+        """The policy of clients run by the same user as the server (``secure-fedgraph run``,
+        tests, benchmarks): exactly what ``config`` asks for, so nothing is refused."""
+        return cls(adversary=config.mask.adversary, allow_streaming=config.mask.streaming, backends=frozenset({config.backend}),
+                   min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round)
+
+    def colluders(self, n_run: int) -> int:
+        return self.adversary.colluders(n_run)
+
+    def floor(self, n_run: int) -> int:
+        """The fewest contributors this client lets a released sum have."""
+        return survivor_floor(n_run, self.min_survivors_fraction, self.colluders(n_run))
+
+    def _refuse(self, what: str, option: str) -> ProtocolError:
+        return ProtocolError(f"{what}; this client's policy refuses it ({OPTION[option]})")
+
+    # --- checks ----------------------------------------------------------------------------
+    def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None) -> None:
+        """A run's configuration, as a Welcome announces it (before anything is sent).
+
+        Raises:
+            ProtocolError: one line naming what is refused and the option that governs it.
+        """
+        if config.backend not in self.backends:
+            raise self._refuse(f"the server runs the {config.backend.value} backend, and this client accepts "
+                               f"{', '.join(sorted(b.value for b in self.backends))}", "backends")
+        if config.backend is Backend.MASK and config.mask.streaming and not self.allow_streaming:
+            raise self._refuse("the server's mask backend allows the streaming variant (start it with --no-streaming)", "allow_streaming")
+        if config.min_survivors is not None and config.min_survivors < self.floor(n_run):
+            raise self._refuse(f"the server's min_survivors={config.min_survivors} is below {self.floor(n_run)} of the run's "
+                               f"{n_run} clients", "min_survivors_fraction")
+        if uploads_activations and (dp_sigma or 0.0) < self.min_dp_sigma:
+            raise self._refuse(f"the plan uploads activations with dp_sigma={dp_sigma or 0.0:g}, below {self.min_dp_sigma:g} (the "
+                               f"server would see them with less noise; start the server with --dp-sigma {self.min_dp_sigma:g})",
+                               "min_dp_sigma")
+
+    def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int) -> None:
+        """A mask key epoch among ``n`` participants, as an ADVERTISE announces it.
+
+        Raises:
+            ProtocolError: naming the announced value, the bound, and the option.
+        """
+        c = self.colluders(n_run)
+        if plan.min_survivors < self.floor(n_run):
+            raise self._refuse(f"server announced min_survivors={plan.min_survivors}, below {self.floor(n_run)} of the run's "
+                               f"{n_run} clients", "min_survivors_fraction")
+        if rekeys > self.max_rekeys_per_round:
+            raise self._refuse(f"server started re-key {rekeys} of this round, more than {self.max_rekeys_per_round}", "max_rekeys_per_round")
+        if plan.graph is GraphKind.SPARSE:
+            if not self.allow_sparse:
+                raise self._refuse("server announced the sparse graph", "allow_sparse")
+            why = sparse_check(n, colluders=c, degree=plan.degree, threshold=plan.threshold, max_dropped=plan.max_dropped,
+                               adversary=self.adversary)
+            if why is not None:
+                raise self._refuse(f"server announced a sparse graph that does not hold: {why}", "adversary")
+        else:
+            if plan.degree != n - 1:
+                raise self._refuse(f"server announced a complete graph of degree {plan.degree} over {n} participants", "adversary")
+            needed = complete_threshold(n, c, self.adversary.threat)
+            if plan.threshold < needed:
+                raise self._refuse(f"server announced threshold {plan.threshold} for {n} participants, below the {needed} that a "
+                                   f"{self.adversary.describe()} needs", "adversary")
+        if plan.streaming:
+            if not self.allow_streaming:
+                raise self._refuse("server announced the streaming variant", "allow_streaming")
+            if plan.graph is not GraphKind.COMPLETE:
+                raise self._refuse("server announced the streaming variant with the sparse graph", "allow_streaming")

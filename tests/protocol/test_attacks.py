@@ -1,0 +1,489 @@
+"""Attacks on the mask backend by a deviating server, a server with colluding clients, and
+malicious clients, run as an attacker would against the real roles in one process.
+
+Every test runs its attack twice through :func:`tests.helpers.defence_stops`: against the
+real code, where it must fail, and against the same code with the one defence that stops it
+switched off, where it must succeed (threat_model.md names each test beside its claim).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto.keys import IdentityKey
+from secure_fedgraph.crypto.labels import Purpose
+from secure_fedgraph.crypto.prg import MaskPRG
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.engine import ClientContext, ClientHost
+from secure_fedgraph.protocol.secure_sum import (
+    Backend,
+    ClientPolicy,
+    GraphKind,
+    MaskConfig,
+    SecureSumConfig,
+    Stage,
+    SumSpec,
+    local_session,
+    make_client,
+)
+from secure_fedgraph.protocol.secure_sum import keyring, mask_client, policy
+from secure_fedgraph.protocol.secure_sum.adversary import majority
+from secure_fedgraph.protocol.secure_sum.config import MaskPlan
+from secure_fedgraph.protocol.secure_sum.mask_client import MaskClient
+from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
+from secure_fedgraph.protocol.secure_sum.messages import (
+    ConsistencyRequest,
+    InputResponse,
+    Signature,
+    UnmaskRequest,
+    UnmaskResponse,
+)
+from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole
+from secure_fedgraph.protocol.spec import SumResult
+from secure_fedgraph.protocol.transports.inprocess import LocalRunner
+from tests.helpers import NO_COLLUDERS, defence_stops, make_inputs
+
+MASK = SecureSumConfig(backend=Backend.MASK)
+SHAPE = {"w": (16,)}
+
+
+def _close(guess: np.ndarray, truth: np.ndarray) -> bool:
+    return bool(np.allclose(guess, truth, atol=1e-4))
+
+
+def _strip(y: np.ndarray, *, encoding, self_key: bytes | None, pair_keys: dict[int, bytes], client: int, stream: int) -> np.ndarray:
+    """One client's input from its masked upload, given every key that masks it (what the
+    attacker must collect): y - PRG(K_self) - sum over v of +-PRG(K_uv)."""
+    acc = y.copy()
+    prg = MaskPRG()
+    if self_key is not None:
+        prg.add_into(acc, self_key, stream_id=0, sign=-1)
+    for v, key in pair_keys.items():
+        prg.add_into(acc, key, stream_id=stream, sign=-1 if client < v else 1)
+    return encoding.decode_sum(np.ascontiguousarray(acc[:-1]))
+
+
+class WithholdingServer(MaskServer):
+    """Runs a sum through unmask, computes it, and never sends DELIVER."""
+
+    def _deliver(self, index, spec, encoding, acc, contributors):
+        return SumResult(spec, spec.unflatten(encoding.decode_sum(np.ascontiguousarray(acc[:-1]))), frozenset(contributors), 0, 0.0)
+        yield  # a generator with no steps
+
+
+# --- A. withheld delivery, then the same sum again without one client (M-ONCE) -----------------
+
+
+@pytest.mark.parametrize("how", ["re-key", "new round"])
+def test_attack_withheld_delivery_then_ask_again_without_one_client(monkeypatch, how):
+    """The server unmasks a sum, withholds it, then asks the others for it again (after a re-key
+    without client 4, or in a new round): the difference of the two sums would be x_4."""
+    n, u = 6, 4
+
+    def attack() -> bool:
+        session = local_session(MASK, range(n))
+        session.server.__class__ = WithholdingServer
+        session.start_round()
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        first = session.secure_sum("s", inputs)
+        others = set(range(n)) - {u}
+        if how == "re-key":
+            session.runner.run(session.server._key_setup(others))
+        else:
+            session.runner.run(session.server.setup(1, participants=sorted(others)))
+        second = session.secure_sum("s", {c: inputs[c] for c in others})  # the clients' staged contributions, again
+        return _close(first.values["w"] - second.values["w"], inputs[u]["w"])
+
+    defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
+
+
+def test_attack_withheld_delivery_then_ask_again_through_client_hosts(monkeypatch):
+    """The same attack against ClientHost, which the gRPC client runs, with plans that even
+    retry with the same contribution when told the sum was abandoned: the role refuses it."""
+    n, u = 6, 4
+    inputs = make_inputs(range(n), shapes=SHAPE)
+
+    def stubborn(ctx: ClientContext):
+        from secure_fedgraph.errors import SumAbandoned
+
+        try:
+            yield ctx.secure_sum("s", inputs[ctx.client_id])
+        except SumAbandoned:
+            yield ctx.secure_sum("s", inputs[ctx.client_id])  # a careless plan: the same tensors again
+
+    def attack() -> bool:
+        identities = {c: IdentityKey.generate() for c in range(n)}
+        directory = {c: k.public_bytes for c, k in identities.items()}
+        session = os.urandom(16)
+        server = WithholdingServer(MASK, session=session, directory=directory, clients=list(range(n)))
+        hosts = {c: ClientHost(role=make_client(MASK, client_id=c, session=session, identity=identities[c], directory=directory),
+                               plan=stubborn, context=ClientContext(c, 0)) for c in range(n)}
+        runner = LocalRunner(server, hosts)
+        spec = SumSpec.of("s", inputs[0])
+        runner.run(server.setup(0))
+        first = runner.run(server.aggregate(spec))
+        runner.run(server._key_setup(set(range(n)) - {u}))
+        second = runner.run(server.aggregate(spec))
+        return _close(first.values["w"] - second.values["w"], inputs[u]["w"])
+
+    defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
+
+
+# --- D. streaming redo: a faked dropout, then the sum again (M-STREAM, M-ONCE) -----------------
+
+
+def test_attack_streaming_redo_after_a_faked_dropout(monkeypatch):
+    """The server keeps client 3's streaming input aside, claims 3 dropped, and asks the others
+    for the sum again: with every first input in hand, the difference would be x_3."""
+
+    def attack() -> bool:
+        kept: dict[int, np.ndarray] = {}
+
+        def keep_first_inputs(direction, stage, client, data):
+            if direction == "up" and stage is Stage.INPUT and client not in kept:
+                kept[client] = codec.decode(data).payload.copy()
+                if client == 3:
+                    return None  # the server "did not receive" it
+            return data
+
+        session = local_session(MASK, range(5), intercept=keep_first_inputs)
+        session.start_round()
+        inputs = make_inputs(range(5), shapes=SHAPE)
+        try:
+            session.secure_sum("s", inputs, streaming=True)  # abandoned by the (honest) aggregation code
+        except Exception:
+            pass
+        redone = session.secure_sum("s", {c: inputs[c] for c in (0, 1, 2, 4)}, streaming=True)
+        everyone = session.server.config.mask.encoding(5, 16).decode_sum(sum(kept.values())[:-1])
+        return _close(everyone - redone.values["w"], inputs[3]["w"])
+
+    defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
+
+
+# --- B. the server sets the security parameters (M-POLICY) -------------------------------------
+
+
+class WeakServer(MaskServer):
+    """Announces whatever graph, threshold and survivor floor suits it."""
+
+    weak = MaskPlan(GraphKind.COMPLETE, 1, 2, 2, 1, False)
+
+    def _plan_for(self, n):
+        return dataclasses.replace(self.weak, degree=n - 1, max_dropped=n - 1)
+
+    def _require(self, count, needed, what):
+        pass
+
+
+def test_attack_a_round_of_two_with_a_colluder_releases_the_other(monkeypatch):
+    """A run of 5; the server starts a round with clients 3 and 4 only, 4 colluding: the sum it
+    releases is x3 + x4, so x3 follows. Clients keep their own floor (a majority of the run)."""
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), policy=ClientPolicy())
+        session.server.__class__ = WeakServer
+        session.runner.run(session.server.setup(0, participants=[3, 4]))
+        inputs = make_inputs(range(5), shapes=SHAPE)
+        total = session.secure_sum("s", {3: inputs[3], 4: inputs[4]})
+        return _close(total.values["w"] - inputs[4]["w"], inputs[3]["w"])  # the colluder knows its own input
+
+    defence_stops(attack, monkeypatch, ClientPolicy, "check_mask_round", lambda self, plan, **kw: None)
+
+
+def test_the_welcome_cannot_lower_a_clients_dp_noise_or_enable_what_it_refuses():
+    """What a Welcome announces is checked against the client's policy before anything is sent
+    (the gRPC runtime calls check_run on every Welcome; integration tests run it end to end)."""
+    from secure_fedgraph.errors import ProtocolError
+
+    mine = ClientPolicy()
+    with pytest.raises(ProtocolError, match=r"dp_sigma=0, below 1 .*--min-dp-sigma"):
+        mine.check_run(MASK, n_run=4, uploads_activations=True, dp_sigma=0.0)
+    with pytest.raises(ProtocolError, match=r"the server runs the ckks backend, and this client accepts mask.*--backend"):
+        mine.check_run(SecureSumConfig(backend=Backend.CKKS), n_run=4)
+    with pytest.raises(ProtocolError, match=r"min_survivors=2 is below 3 .*--min-survivors-fraction"):
+        mine.check_run(dataclasses.replace(MASK, min_survivors=2), n_run=4)
+    with pytest.raises(ProtocolError, match="streaming variant.*--no-streaming"):
+        ClientPolicy(allow_streaming=False).check_run(MASK, n_run=4)
+    mine.check_run(MASK, n_run=4, uploads_activations=True, dp_sigma=1.0)  # enough noise: accepted
+
+
+# --- G. colluders help the server equivocate (M-CONSISTENCY, M-THRESHOLD) ----------------------
+
+
+def test_attack_two_survivor_sets_with_colluders(monkeypatch):
+    """n = 10, clients 8 and 9 collude. The server announces t = 6 (a majority), shows client 0
+    and clients 1-3 a survivor set with 0 in it, clients 4-7 one without 0. Client 0 gets 6
+    signatures (0-3 and the colluders) and reveals its self-mask key; 4-7 get 6 signatures and
+    reveal their shares of 0's mask key, the colluders add theirs: x0 in one sum. Clients
+    require 2t > n + colluders (t = 7 for 3 colluders of 10), which neither set can gather."""
+    n, colluders, group_a, group_b = 10, {8, 9}, {0, 1, 2, 3}, {4, 5, 6, 7}
+
+    class Equivocating(WeakServer):
+        weak = MaskPlan(GraphKind.COMPLETE, 9, majority(10), 6, 9, False)
+
+    def attack() -> bool:
+        seen: dict = {}
+        session = local_session(MASK, range(n), policy=ClientPolicy(), record=True)
+        session.server.__class__ = Equivocating
+        session.runner.run(session.server.setup(0))
+        server, clients = session.server, session.clients
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        for c in range(n):
+            clients[c].contribute("s", inputs[c])
+        spec = SumSpec.of("s", inputs[0])
+        encoding = server.config.mask.encoding(n, spec.size)
+        live = tuple(range(n))
+
+        def steps():
+            from secure_fedgraph.protocol.secure_sum.messages import InputRequest
+
+            pending = server._pending_shares
+            yield server._step(Stage.INPUT, lambda h: {
+                c: InputRequest(h, 0, spec, encoding, live, tuple(s for s, _ in pending[c]), tuple(k for _, k in pending[c])) for c in live},
+                lambda c, r: seen.setdefault("y", {}).__setitem__(c, r.payload.copy()))
+            sets = {c: live if c in group_a | colluders else tuple(x for x in live if x != 0) for c in live}
+            statements = {name: keyring.consistency_statement(**server._labels(), view=server._view, sum_index=0, live=live, survivors=s)
+                          for name, s in (("a", live), ("b", sets[4]))}
+            signed: dict = {"a": {}, "b": {}}
+            yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, sets[c]) for c in group_a | group_b},
+                               lambda c, r: signed["a" if c in group_a else "b"].__setitem__(c, r.signature))
+            for c in colluders:  # colluders sign both statements with their own identity keys
+                for name in ("a", "b"):
+                    signed[name][c] = clients[c].identity.sign(statements[name])
+            vouch = {name: tuple(Signature(c, s) for c, s in sorted(sig.items())) for name, sig in signed.items()}
+            yield server._step(Stage.UNMASK, lambda h: {c: UnmaskRequest(h, vouch["a" if c in group_a else "b"]) for c in group_a | group_b},
+                               lambda c, r: seen.setdefault("unmask", {}).__setitem__(c, r))
+
+        session.runner.run(steps())
+        answers = seen.get("unmask", {})
+        if 0 not in answers:
+            return False
+        shares = {c + 1: s.value for c, r in answers.items() for s in r.mask_key_shares if s.owner == 0}
+        shares |= {c + 1: clients[c]._epoch.held[0][1] for c in colluders}
+        mask_key = shamir.combine(shares, threshold=6)
+        lab = server._labels()
+        pair_keys = {v: keyring.pair_key(mask_key, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=0, b=v)
+                     for v in range(1, n)}
+        guess = _strip(seen["y"][0], encoding=encoding, self_key=answers[0].self_mask_key, pair_keys=pair_keys, client=0, stream=0)
+        return _close(guess, inputs[0]["w"])
+
+    def majority_rule(n, colluders, threat):
+        return majority(n)
+
+    defence_stops(attack, monkeypatch, policy, "complete_threshold", majority_rule)
+
+
+# --- a split ring: the server "drops" the clients around two others (M-GRAPH-SPARSE) ------------
+
+
+def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
+    """Sparse graph of degree 2 (a ring): the server ignores the inputs of the clients on either
+    side of clients u and w and has their mask keys rebuilt (their other neighbours vouch that
+    they dropped). Every mask between {u, w} and the rest comes off: the server learns
+    x_u + x_w, a sum of two. Clients refuse to reveal anything about a client that lost more
+    than max_dropped of its neighbours (the connectivity condition of adversary.py)."""
+    n, u = 30, 0
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=2,
+                             adversary=dataclasses.replace(NO_COLLUDERS, dropout_fraction=0.02)))
+
+    class Splitting(MaskServer):
+        def _rekey_reason(self, live, survivors, vouchers):
+            return None
+
+        def _rebuild(self, client, shares, kind):
+            secret = super()._rebuild(client, shares, kind)
+            self.rebuilt = {**getattr(self, "rebuilt", {}), client: secret}
+            return secret
+
+    def attack() -> bool:
+        seen: dict = {"y": {}, "key": {}, "cut": ()}
+
+        def spy(direction, stage, client, data):
+            if direction == "up" and stage is Stage.INPUT:
+                if client in seen["cut"]:
+                    return None  # these inputs "never arrive"
+                seen["y"][client] = codec.decode(data).payload.copy()
+            if direction == "up" and stage is Stage.UNMASK:
+                seen["key"][client] = codec.decode(data).self_mask_key
+            return data
+
+        session = local_session(config, range(n), intercept=spy)
+        session.server.__class__ = Splitting
+        session.start_round()
+        server = session.server
+        a, b = sorted(server._graph.of(u))
+        w = a  # the component {u, w}; cut the ring on its two sides
+        (w_out,) = server._graph.of(w) - {u}
+        seen["cut"] = (b, w_out)
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        session.secure_sum("s", inputs)
+        acc = seen["y"][u] + seen["y"][w]  # their mask with each other cancels here
+        prg, lab = MaskPRG(), server._labels()
+        for client, dropped in ((u, b), (w, w_out)):
+            prg.add_into(acc, seen["key"][client], stream_id=0, sign=-1)
+            k = keyring.pair_key(server.rebuilt[dropped], server._keys[client].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=client, b=dropped)
+            prg.add_into(acc, k, stream_id=0, sign=-1 if client < dropped else 1)
+        guess = server.config.mask.encoding(n, 16).decode_sum(np.ascontiguousarray(acc[:-1]))
+        return _close(guess, inputs[u]["w"] + inputs[w]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_not_isolated", lambda self, ep, client: None)
+
+
+# --- C. grinding the sparse graph (M-GRAPH-SPARSE) --------------------------------------------
+
+
+def test_attack_grinding_session_ids_for_a_graph_of_colluders(monkeypatch):
+    """20 clients, 8 of them colluding, a sparse graph of degree 6 where all 6 shares are needed.
+    Offline, the server tries session ids until the graph it predicts gives client 0 six
+    colluding neighbours (about one id in a thousand); in that session the colluders' shares
+    rebuild client 0's mask key and its revealed self-mask key does the rest. The graph hashes
+    nonces the clients commit to before any is revealed, so the server's prediction fails (the
+    attack counts only if the clients build the very graph it ground for)."""
+    n, u, colluders, degree = 20, 0, set(range(12, 20)), 6
+    adversary = dataclasses.replace(NO_COLLUDERS, dropout_fraction=0.02)  # the clients believe nobody colludes
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=degree, threshold=degree, adversary=adversary))
+    participants = tuple(range(n))
+
+    def predicted_graph(session: bytes) -> NeighbourGraph:
+        """The graph, if every client's nonce were the all-zero one (what the attacker assumes)."""
+        nonce = bytes(32)
+        lab = {"session": session, "round": 0, "epoch": 0}
+        commitments = tuple(keyring.graph_commitment(nonce, **lab, client=c) for c in participants)
+        view = keyring.view_digest(**lab, participants=participants, members=participants, commitments=commitments, nonces=(nonce,) * n)
+        return NeighbourGraph.build(kind=GraphKind.SPARSE, participants=participants, degree=degree, seed=view)
+
+    def attack() -> bool:
+        rng = np.random.default_rng(0)
+        while True:  # grind
+            session_id = rng.bytes(16)
+            predicted = predicted_graph(session_id)
+            if predicted.of(u) <= colluders:
+                break
+        seen: dict = {}
+
+        def spy(direction, stage, client, data):
+            if direction == "up" and client == u and stage in (Stage.INPUT, Stage.UNMASK):
+                seen[stage] = codec.decode(data)
+            return data
+
+        session = local_session(config, range(n), intercept=spy, session=session_id)
+        session.start_round()
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        session.secure_sum("s", inputs)
+        server, clients = session.server, session.clients
+        if any(server._graph.of(c) != predicted.of(c) for c in range(n)):
+            return False  # the clients' graph is not the one the server ground for
+        neighbours = server._graph.of(u)
+        shares = {c + 1: clients[c]._epoch.held[u][1] for c in neighbours}
+        mask_key = shamir.combine(shares, threshold=degree)
+        pair_keys = {v: keyring.pair_key(mask_key, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
+                     for v in neighbours}
+        guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
+                       pair_keys=pair_keys, client=u, stream=0)
+        return _close(guess, inputs[u]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_graph_nonce", staticmethod(lambda: bytes(32)))
+
+
+# --- F. a malicious client (M-LIAR) -----------------------------------------------------------
+
+
+def _tamper(stage: Stage, client: int, change):
+    def hook(direction, at, who, data):
+        if (direction, at, who) == ("up", stage, client):
+            return codec.encode(change(codec.decode(data)))
+        return data
+
+    return hook
+
+
+def test_attack_a_wrong_shamir_share_costs_the_liar_not_the_sum(monkeypatch):
+    """Client 2 reveals a wrong share of dropped client 4's mask key. Checked against 4's
+    commitment, it is set aside and 2 is excluded; without the check the rebuilt key is wrong
+    and the sum is lost (an honest client, 4, even takes the blame)."""
+
+    def wrong_share(response: UnmaskResponse) -> UnmaskResponse:
+        bad = tuple(dataclasses.replace(s, value=bytes(shamir.SHARE_BYTES)) for s in response.mask_key_shares)
+        return dataclasses.replace(response, mask_key_shares=bad)
+
+    def attack() -> bool:
+        session = local_session(MASK, range(7), drop={Stage.INPUT: {4}}, intercept=_tamper(Stage.UNMASK, 2, wrong_share))
+        session.start_round()
+        inputs = make_inputs(range(7), shapes=SHAPE)
+        try:
+            result = session.secure_sum("s", inputs)
+        except Exception:
+            return True  # the sum is lost
+        assert 2 in session.server.excluded
+        return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
+
+    defence_stops(attack, monkeypatch, MaskServer, "_share_verified", lambda self, owner, holder, kind, value: True)
+
+
+def test_attack_a_wrong_self_mask_key_costs_the_liar_not_the_sum(monkeypatch):
+    """Client 2 reveals a random self-mask key. It fails the commitment sent with its input, so
+    2's seed is rebuilt from its holders' shares instead, the sum is right and 2 is named;
+    without the check the released sum is garbage or lost."""
+
+    def wrong_key(response: UnmaskResponse) -> UnmaskResponse:
+        return dataclasses.replace(response, self_mask_key=os.urandom(32))
+
+    def attack() -> bool:
+        session = local_session(MASK, range(7), intercept=_tamper(Stage.UNMASK, 2, wrong_key))
+        session.start_round()
+        inputs = make_inputs(range(7), shapes=SHAPE)
+        try:
+            result = session.secure_sum("s", inputs)
+        except Exception:
+            return True
+        assert session.server.excluded.keys() == {2} and result.contributors == frozenset(range(7))
+        return not _close(result.values["w"], sum(inputs[c]["w"] for c in range(7)))
+
+    defence_stops(attack, monkeypatch, MaskServer, "_self_key_verified", lambda self, client, key, committed, index: True)
+
+
+def test_attack_a_garbage_upload_is_caught_before_it_is_released(monkeypatch):
+    """Client 2 uploads random ring elements. Nothing tells a sum with a value added inside the
+    range from an honest one (threat_model.md, Not claimed), but random garbage makes the
+    clipped-count lane impossible: the sum is abandoned instead of released to everyone."""
+
+    def garbage(response: InputResponse) -> InputResponse:
+        y = np.random.default_rng(1).integers(0, 2**32, size=response.payload.shape, dtype=np.uint64).astype(response.payload.dtype)
+        return dataclasses.replace(response, payload=y)
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), intercept=_tamper(Stage.INPUT, 2, garbage))
+        session.start_round()
+        result = session.secure_sum("s", make_inputs(range(5), shapes=SHAPE))
+        return result.values is not None  # a corrupt sum was released
+
+    defence_stops(attack, monkeypatch, mask_client, "clipped_count_is_possible", lambda clipped, **kw: True)
+
+
+def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
+    """Client 4 commits to one share for holder 1 and seals it another, then drops: when 1
+    reveals what it holds, the server would see a share that fails 4's commitment and blame 1.
+    Holders check what they were dealt against the commitments and withhold mismatches."""
+
+    def deal_other(response):
+        fake = tuple(dataclasses.replace(c, key_hash=bytes(32)) if c.holder == 1 else c for c in response.commitments)
+        return dataclasses.replace(response, commitments=fake)
+
+    def attack() -> bool:
+        hooks = _tamper(Stage.SHARE_KEYS, 4, deal_other)
+        session = local_session(MASK, range(7), intercept=hooks)
+        session.start_round()
+        session.runner.drop = {Stage.INPUT: {4}}
+        try:
+            session.secure_sum("s", make_inputs(range(7), shapes=SHAPE))
+        except Exception:
+            pass
+        return 1 in session.server.excluded  # an honest client was framed
+
+    defence_stops(attack, monkeypatch, MaskClient, "_dealt_as_committed", lambda self, ep, committed, seed, key: True)
