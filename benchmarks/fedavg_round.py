@@ -8,8 +8,13 @@ on this machine over 127.0.0.1 with mutual TLS. One round = key set-up + broadca
 sum, timed by the server from the start of the round to the end of the sum (process start-up,
 joining and the Welcome are not counted; they are reported as ``total_seconds``). As in
 Flower's round, only the server gets the sum (``server_only``; ckks must send it to the
-clients, who alone can decrypt). mask uses SecAgg+'s sparse graph unless ``--graph`` says
-otherwise.
+clients, who alone can decrypt). mask uses the sparse graph unless ``--graph`` says otherwise,
+with the degree and threshold the stated adversary needs (a third of the clients colluding,
+10% dropping, 40-bit security: degree 84 at n=100, 136 at n=200; below that the graph is
+complete). ``--degree log`` uses SecAgg+'s degree 2*ceil(log2 n) instead (Flower's work), which
+holds only against a weaker stated adversary: pass it with ``--extra "--corrupt-fraction 0
+--dropout-fraction 0.05"`` (given to the server and to every client process) to measure what the
+protocol's checks cost at the graph the benchmark used before issue 12.
 
 Run:
     .venv/bin/python benchmarks/fedavg_round.py                        # n in {10, 100, 200}, L in {1e5, 1e6}
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -72,7 +78,8 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
         _command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-vector", "--clients", str(n),
                  "--set", f"length={length}", "--set", f"seed={args.seed}", "--set", f"rounds={args.rounds}",
                  "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend, "--certs", str(keys), "--out", str(out),
-                 "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512"),
+                 "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
+                 *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []), *args.extra.split()),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     while not (port_file.exists() and port_file.read_text()):
@@ -80,7 +87,8 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
             raise RuntimeError(server.stdout.read())
         time.sleep(0.05)
     port = port_file.read_text().strip()
-    clients = [subprocess.Popen(_command("client", "--server", f"127.0.0.1:{port}", "--ids", ids, "--certs", str(keys), "--backend", backend),
+    clients = [subprocess.Popen(_command("client", "--server", f"127.0.0.1:{port}", "--ids", ids, "--certs", str(keys), "--backend", backend,
+                                         *args.extra.split()),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for ids in _ranges(n, args.processes)]
     output, _ = server.communicate(timeout=3600)
     for c in clients:
@@ -102,6 +110,7 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
         "server_seconds": metrics["server_seconds"],
         "wall_seconds_by_stage": metrics.get("wall_seconds_by_stage"),
         "graph": config["mask"]["graph"] if backend == "mask" else None,
+        "degree": metrics.get("key_setup", {}).get("degree") if backend == "mask" else None,
     }
 
 
@@ -112,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default="plain,mask,ckks", help="comma list among plain,mask,ckks")
     p.add_argument("--processes", type=int, default=4, help="client processes per run")
     p.add_argument("--graph", choices=("auto", "complete", "sparse"), default="sparse",
-                   help="mask neighbour graph (default sparse: SecAgg+'s graph, degree 2*ceil(log2 n), the same work as Flower's)")
+                   help="mask neighbour graph (default sparse, at the degree the stated adversary needs; complete where none below n-1 holds)")
+    p.add_argument("--degree", choices=("auto", "log"), default="auto",
+                   help="mask sparse degree: auto (from the adversary) or log (SecAgg+'s 2*ceil(log2 n), with a weaker adversary in --extra)")
+    p.add_argument("--extra", default="", help="extra options for the server and every client process, e.g. \"--corrupt-fraction 0\"")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=2, help="rounds per run; the last is reported (the first also pays every set-up)")
     p.add_argument("--no-kept-keys", action="store_true", help="skip the extra mask run that keeps one key set-up for the whole run")
@@ -139,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                         row = measure(backend, n, length, args, Path(tmp), keys_kept=True)
                         rows[(n, length, "mask-kept")] = row
                         print(json.dumps(row), flush=True)
-    print("\n| n | L | plain s | mask s | mask, keys kept s | ckks s | mask/plain | mask kept/plain | ckks/plain | SecAgg+ s (Flower) | "
+    print("\n| n | L | mask degree | plain s | mask s | mask, keys kept s | ckks s | mask/plain | mask kept/plain | ckks/plain | SecAgg+ s (Flower) | "
           "speed-up vs SecAgg+: mask / keys kept | upload per client: mask (x float32) | ckks (x float32) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.n:
         for length in args.L:
             get = lambda b, k: rows.get((n, length, b), {}).get(k)  # noqa: E731
@@ -149,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             plain, mask, kept, ckks = (get(b, "round_seconds") for b in ("plain", "mask", "mask-kept", "ckks"))
             ratio = lambda a, b: fmt(a / b if a and b else None)  # noqa: E731
             flower = FLOWER_SECAGG.get((n, length))
-            print(f"| {n} | {length:g} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
+            print(f"| {n} | {length:g} | {get('mask', 'degree') or '—'} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
                   f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
                   f"{fmt(flower / kept if flower and kept else None, '.1f')}x | {fmt(get('mask', 'upload_over_float32'), '.3f')} | "
                   f"{fmt(get('ckks', 'upload_over_float32'), '.2f')} |")

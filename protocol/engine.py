@@ -261,7 +261,7 @@ class ClientHost(SecretMaterial):
         self._last_step = 0
         self._round = -1
         self._plan = plan(context)
-        self._releasable: dict[str, SumResult] = {}  # the latest result of each sum the plan marked releasable
+        self._held: dict[str, tuple[SumResult, bool]] = {}  # the latest result of each sum, and whether the plan marked it releasable
         self._pending: SecureSum | None = None  # contributed, not delivered yet
         self._need: Need | None = None
         self._resume(None, first=True)
@@ -304,8 +304,8 @@ class ClientHost(SecretMaterial):
     def _may_release(self, name: str, spec: SumSpec) -> SumResult:
         """The sum this client may hand to the server: one it holds, of the asked shape, that
         its plan marked releasable when it contributed (threat_model.md C-RELEASE)."""
-        held = self._releasable.get(name)
-        if held is None or held.spec != spec:
+        held, releasable = self._held.get(name, (None, False))
+        if held is None or held.spec != spec or not releasable:
             raise self._fail(f"asked to release {name!r}: not a sum this client holds and its plan marked releasable")
         return held
 
@@ -331,11 +331,10 @@ class ClientHost(SecretMaterial):
             response = self.role.handle(request)
             if h.stage is Stage.INPUT:
                 self._pending = need
-            if h.stage is Stage.DELIVER:
+            if h.stage is Stage.DELIVER and response.accepted:  # refused (ckks: a failed check): the sum stays pending
                 result, pending = self.role.last_result, self._pending
                 self._pending = None
-                if pending is not None and pending.releasable:
-                    self._releasable[result.spec.name] = result
+                self._held[result.spec.name] = (result, pending is not None and pending.releasable)
                 self._resume(result)
         elif isinstance(request, BroadcastRequest | ScatterRequest):
             self._expect(Receive, request.name)

@@ -21,6 +21,7 @@ class Stage(enum.Enum):
     UNMASK = "unmask"  # mask: survivors reveal self-mask keys and dropped peers' key shares
     RECOVER = "recover"  # mask: survivors give self-mask seed shares of silent survivors
     DELIVER = "deliver"  # the aggregate (plain / ring sum / ciphertexts) goes to clients
+    VERIFY = "verify"  # ckks: after an aggregate failed its check, each contributor's ciphertext is checked by another
     # the other collectives
     BROADCAST = "broadcast"  # the same tensors to every client
     SCATTER = "scatter"  # each client its own tensors
@@ -42,5 +43,6 @@ SECURE_SUM_STAGES = frozenset(
         Stage.UNMASK,
         Stage.RECOVER,
         Stage.DELIVER,
+        Stage.VERIFY,
     }
 )

@@ -27,7 +27,8 @@ from secure_fedgraph.protocol.messages import Ack, UploadResponse, tensors_of
 from secure_fedgraph.protocol.secure_sum import messages as sm
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, read_transcript
 
-_PROTOCOL_ONLY = (sm.AdvertiseResponse, sm.ShareKeysResponse, sm.KeyDealResponse, sm.ConsistencyResponse, sm.UnmaskResponse, sm.RecoverResponse, Ack)
+_PROTOCOL_ONLY = (sm.AdvertiseResponse, sm.GraphResponse, sm.ShareKeysResponse, sm.KeyDealResponse, sm.ConsistencyResponse,
+                  sm.UnmaskResponse, sm.RecoverResponse, sm.DeliverResponse, sm.VerifyResponse, Ack)
 
 
 @dataclass

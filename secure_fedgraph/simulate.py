@@ -74,7 +74,8 @@ def simulate(
 
     metrics = runner.run(whole())
     metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())},
-                   excluded={str(c): r for c, r in sorted(role.excluded.items())}, abandoned_sums=dict(ctx.abandoned))
+                   excluded={str(c): r for c, r in sorted(role.excluded.items())}, abandoned_sums=dict(ctx.abandoned),
+                   key_setup=role.describe())
     if rounds is not None:
         metrics["round_log"] = rounds.rows
     return SimulationResult(metrics, runner.traffic, dict(ctx.dropped), list(role.log), time.perf_counter() - started, hosts, runner.received)

@@ -127,6 +127,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         clients_finished=len(ctx.live),
         dropped={str(c): reason for c, reason in sorted(ctx.dropped.items())},
         excluded={str(c): reason for c, reason in sorted(role.excluded.items())},
+        key_setup=role.describe(),
         abandoned_sums=dict(ctx.abandoned),
         **traffic_summary(traffic, ctx),
         round_log=rounds.rows,

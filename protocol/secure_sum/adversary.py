@@ -173,11 +173,11 @@ def sparse_check(n: int, *, colluders: int, degree: int, threshold: int, max_dro
     bits = _security_bits_of(n, c, degree, threshold, adversary.threat)
     if bits < adversary.security_bits:
         return (f"with {c} colluders among {n}, some honest client has enough colluding neighbours to defeat threshold "
-                f"{threshold} at degree {degree} with probability 2^-{bits:.1f}, above 2^-{adversary.security_bits}")
+                f"{threshold} at degree {degree} with probability up to 2^{-bits:.1f}, above 2^-{adversary.security_bits}")
     bits = _connectivity_bits_of(n, c, degree, max_dropped)
     if bits < adversary.security_bits:
         return (f"with {c} colluders among {n} and up to {max_dropped} dropped neighbours, the honest survivors split "
-                f"(a partial sum leaks) with probability 2^-{bits:.1f}, above 2^-{adversary.security_bits}")
+                f"(a partial sum leaks) with probability up to 2^{-bits:.1f}, above 2^-{adversary.security_bits}")
     return None
 
 

@@ -9,46 +9,131 @@ Key set-up, once per run (fresh keys every run, never in the package or a config
                   the server a context serialised with no keys (parameters only), checked there.
   3. KEY_INSTALL  each peer verifies the dealer's signed key, opens and installs the context.
 Per sum:
-  4. INPUT        clip, append the count and clipped-fraction lanes, encrypt in N/2-slot chunks.
-  5. DELIVER      the server adds ciphertexts as they arrive and returns the encrypted sum;
-                  clients decrypt and check the count lane (a wrong key cannot pass).
+  4. INPUT        clip, append the count and clipped-fraction lanes, encrypt in chunks; each
+                  chunk ends in check lanes: pseudorandom values in [-clip, clip) from a check
+                  key dealt with the CKKS secret (the server never has it), per (round, sum,
+                  contributor, chunk).
+  5. CONSISTENCY  every contributor signs the contributor set C of the sum (once per sum).
+  6. DELIVER      the server adds ciphertexts as they arrive and returns the encrypted sum
+                  with the signatures; a client needs a majority of the run's clients to have
+                  signed its C, so no two clients decrypt sums over different sets (whose
+                  difference, both released, would be one client's input);
+                  clients decrypt and check the count lane and that every chunk's check lanes
+                  are the sum of the claimed contributors' own: the aggregate is exactly one
+                  ciphertext of each contributor, not copies, multiples or other sums' pieces
+                  (threat_model.md C-CHECK). A client whose check fails keeps nothing and says so.
+  7. VERIFY       (only after a failed check) each contributor's ciphertexts go to another
+                  contributor, who answers only whether their check lanes are that
+                  contributor's; a sender caught is excluded and the sum abandoned (C-LIAR).
 
-The server learns ciphertexts only; any client holding the key, colluding with the server,
-learns every client's input (threat_model.md claim C-COLLUDE).
+Clients hand a decrypted sum to the server only when their plan marked it releasable, rounded
+to its stated precision (engine.ClientHost; C-RELEASE). The server learns ciphertexts only; any
+client holding the key, colluding with the server, learns every client's input (C-COLLUDE).
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from secure_fedgraph.crypto.ckks import PublicContext, SecretContext
+from secure_fedgraph.crypto.ckks import CHECK_LANES, PublicContext, SecretContext
 from secure_fedgraph.crypto.envelope import open_sealed, seal
+from secure_fedgraph.crypto.keys import derive_key, verify_signature
 from secure_fedgraph.crypto.labels import Purpose, label
-from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
+from secure_fedgraph.crypto.prg import mask_vector
+from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.secure_sum.config import Backend
-from secure_fedgraph.protocol.secure_sum.keyring import open_from, pair_key, seal_for, sign_keys, verify_keys
+from secure_fedgraph.protocol.secure_sum.adversary import majority
+from secure_fedgraph.protocol.secure_sum.keyring import consistency_statement, open_from, pair_key, seal_for, sign_keys, verify_keys
 from secure_fedgraph.protocol.secure_sum.plain import abandoned_streaming
 from secure_fedgraph.protocol.secure_sum.messages import (
     Ack,
     AdvertiseRequest,
     AdvertiseResponse,
+    ConsistencyRequest,
+    ConsistencyResponse,
     DeliverRequest,
+    DeliverResponse,
     InputRequest,
     InputResponse,
     KeyDealRequest,
     KeyDealResponse,
     KeyInstallRequest,
     Sealed,
+    Signature,
     SignedKeys,
+    VerifyRequest,
+    VerifyResponse,
 )
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
 from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 _NO_GRAPH = "none"
+CHECK_KEY_BYTES = 32
+VERIFY_BUDGET_BYTES = 1 << 30  # the most ciphertext bytes per sum the server keeps to find a bad sender
+
+
+def contributor_statement(session: bytes, round_index: int, epoch: int, sum_index: int, contributors: tuple[int, ...]) -> bytes:
+    """What each contributor of a ckks sum signs: the sum and its contributor set."""
+    return consistency_statement(session=session, round=round_index, epoch=epoch, view=b"ckks", sum_index=sum_index,
+                                 live=contributors, survivors=contributors)
+
+
+def signers_needed(n_run: int, floor: int) -> int:
+    """Signatures a ckks aggregate needs on its contributor set: the survivor floor, and never
+    fewer than a majority of the run, so two different sets cannot both be signed (each client
+    signs one set per sum)."""
+    return max(floor, majority(n_run))
+
+
+def _uniform(key: bytes, count: int) -> np.ndarray:
+    """``count`` values uniform in [-1, 1) from the AES-CTR stream of ``key``."""
+    bits = mask_vector(key, stream_id=0, count=count, ring_bits=64)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-52 - 1.0
+
+
+class CheckLanes:
+    """A linear MAC on every ciphertext of one sum, keyed by the check key that the dealer seals
+    with the CKKS secret (the server never has it; threat_model.md C-CHECK).
+
+    Contributor i puts tag = m_i + <r, lanes> in each chunk's check lanes: m_i is its own
+    pseudorandom value (in [-clip, clip)), r a pseudorandom vector shared by all clients
+    (entries in [-1, 1) / chunk length), both fresh per (round, sum, chunk). The tags of an
+    honest aggregate add up to sum(m_i over the claimed contributors) + <r, summed lanes>. A
+    server without the key cannot make any other ciphertext pass: copies or multiples of one
+    contribution, pieces of other sums, spliced lanes, or a plaintext offset change one side and
+    not the other, except with probability about the error bound over the tag's spread.
+    """
+
+    def __init__(self, check_key: bytes, *, session: bytes, round: int, sum_index: int, clip_range: float) -> None:
+        self._key, self._clip = check_key, max(clip_range, 1.0)
+        self._label = (session, round, sum_index)
+
+    def _stream(self, *fields, count: int) -> np.ndarray:
+        return _uniform(derive_key(self._key, label(Purpose.CKKS_CHECK, *self._label, *fields)), count)
+
+    def own(self, client: int, chunk: int) -> np.ndarray:
+        """m_i of one chunk (CHECK_LANES values)."""
+        return self._clip * self._stream("own", client, chunk, count=CHECK_LANES)
+
+    def weights(self, chunk: int, length: int) -> np.ndarray:
+        """r of one chunk: (CHECK_LANES, length), the same for every client."""
+        return self._stream("weights", chunk, length, count=CHECK_LANES * length).reshape(CHECK_LANES, length) / length
+
+    def tag(self, client: int, chunk: int, lanes: np.ndarray) -> np.ndarray:
+        return self.own(client, chunk) + self.weights(chunk, lanes.size) @ lanes
+
+    def holds(self, chunks: list[tuple[np.ndarray, np.ndarray]], contributors, *, tolerance: float) -> bool:
+        """Whether a decrypted aggregate's check lanes are exactly its contributors' tags."""
+        for j, (lanes, check) in enumerate(chunks):
+            expected = sum(self.own(c, j) for c in contributors) + self.weights(j, lanes.size) @ lanes
+            if not np.all(np.abs(check - expected) <= tolerance):
+                return False
+        return True
 
 
 class CkksServer(ServerRole):
@@ -127,9 +212,9 @@ class CkksServer(ServerRole):
         needed = self._needed
         self._require(len(self.live), needed, "remain live for a new sum")
         index, self._sum_index = self._sum_index, self._sum_index + 1
-        total_lanes = spec.size + 2
-        sizes = [min(params.slots, total_lanes - i) for i in range(0, total_lanes, params.slots)]
+        sizes = params.chunk_sizes(spec.size)
         acc: list = [None]
+        kept: dict[int, tuple[bytes, ...]] = {}  # to find a bad sender if the aggregate fails its check
 
         def accept_input(client: int, response: InputResponse) -> None:
             if len(response.ciphertexts) != len(sizes):
@@ -138,6 +223,8 @@ class CkksServer(ServerRole):
             if [v.size() for v in vectors] != sizes:
                 raise ProtocolError(f"input: client {client}'s ciphertexts hold the wrong number of values")
             acc[0] = PublicContext.add(acc[0], vectors)
+            if sum(map(len, response.ciphertexts)) * (len(kept) + 1) <= VERIFY_BUDGET_BYTES:
+                kept[client] = response.ciphertexts
 
         live = tuple(sorted(self.live))
         outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept_input)
@@ -146,29 +233,85 @@ class CkksServer(ServerRole):
         contributors = tuple(sorted(outcome.accepted))
         self.live = set(contributors)
         self._require(len(contributors), needed, "sent encrypted inputs")
+        statement = self._statement(index, contributors)
+        signatures: dict[int, bytes] = {}
+
+        def accept_signature(client: int, response: ConsistencyResponse) -> None:
+            try:
+                verify_signature(self.directory[client], response.signature, statement)
+            except Exception as exc:
+                raise ProtocolError(f"consistency: signature of client {client} does not verify") from exc
+            signatures[client] = response.signature
+
+        outcome = yield self._step(
+            Stage.CONSISTENCY, lambda h: self._per_client(h, contributors, ConsistencyRequest, lambda c: (contributors,)), accept_signature
+        )
+        self._note(Stage.CONSISTENCY, outcome)
+        self.live = set(signatures)
+        self._require(len(signatures), signers_needed(len(self.clients), needed), "signed the contributor set")
+        signed = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
         blobs = tuple(v.serialize() for v in acc[0])
+        complaints: dict[int, str] = {}
+
+        def accept_delivery(client: int, response: DeliverResponse) -> None:
+            if not response.accepted:
+                complaints[client] = response.reason
+
         outcome = yield self._step(
             Stage.DELIVER,
-            lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, None, blobs, None)),
-            lambda c, r: None,
+            lambda h: self._per_client(h, tuple(sorted(signatures)), DeliverRequest, lambda c: (index, contributors, None, blobs, None, signed)),
+            accept_delivery,
         )
         self._note(Stage.DELIVER, outcome)
         self.live &= set(outcome.accepted)
+        if complaints:
+            self.log.append(f"round {self.round}: sum {spec.name!r} failed its check at clients {sorted(complaints)}")
+            bad = yield from self._find_bad_senders(index, kept)
+            for client in bad:
+                self._exclude(client, f"sent ciphertexts for sum {spec.name!r} that fail their check lanes")
+            self.live -= bad
+            raise SumAbandoned(f"sum {spec.name!r}: the aggregate failed its check at {len(complaints)} clients; "
+                               f"{'senders ' + str(sorted(bad)) + ' excluded' if bad else 'no sender identified'}; abandoned")
         bound = params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
         return SumResult(spec, None, frozenset(contributors), None, bound)
+
+    def _statement(self, index: int, contributors: tuple[int, ...]) -> bytes:
+        return contributor_statement(self.session, self.round, self._epoch, index, contributors)
+
+    def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[set[int]]:
+        """6. Each kept contribution goes to the next live contributor, who checks it alone."""
+        checkers = sorted(self.live & set(kept))
+        if len(checkers) < 2:
+            return set()
+        owner_of = {checkers[(i + 1) % len(checkers)]: owner for i, owner in enumerate(checkers)}
+        bad: set[int] = set()
+
+        def accept_verdict(client: int, response: VerifyResponse) -> None:
+            if response.owner != owner_of[client]:
+                raise ProtocolError(f"verify: client {client} answered for client {response.owner}, not {owner_of[client]}")
+            if not response.valid:
+                bad.add(response.owner)
+
+        outcome = yield self._step(
+            Stage.VERIFY, lambda h: {c: VerifyRequest(h, index, o, kept[o]) for c, o in owner_of.items()}, accept_verdict
+        )
+        self._note(Stage.VERIFY, outcome)
+        return bad
 
 
 class CkksClient(ClientRole):
     backend = Backend.CKKS
     round_entry = frozenset({Stage.ADVERTISE, Stage.INPUT})
-    continuing = frozenset({Stage.DELIVER})
+    continuing = frozenset({Stage.CONSISTENCY, Stage.DELIVER, Stage.VERIFY})
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._context: SecretContext | None = None
+        self._check_key: bytes | None = None  # dealt with the secret context; the server never has it
         self._share_key: X25519PrivateKey | None = None
         self._epoch, self._participants = -1, ()
-        self._pending: tuple | None = None  # (sum index, spec, clip range, scale bits)
+        self._pending: tuple | None = None  # (sum index, round, spec, clip range, scale bits)
+        self._signed: tuple[int, tuple[int, ...]] | None = None  # (sum index, contributor set) this client signed
 
     def _labels(self, request) -> dict:
         return {"session": self.session, "round": request.header.round, "epoch": self._epoch}
@@ -201,8 +344,9 @@ class CkksClient(ClientRole):
             raise ProtocolError(f"client {self.client_id}: duplicate peers in key_deal")
         keys = {p.client: self._transport_key(request, p) for p in request.peers}
         self._context = SecretContext.generate(self.config.ckks.params)
+        self._check_key = os.urandom(CHECK_KEY_BYTES)
         content_key = os.urandom(32)
-        sealed_context = seal(content_key, self._context.secret_bytes(), self._context_aad(request, self.client_id))
+        sealed_context = seal(content_key, self._check_key + self._context.secret_bytes(), self._context_aad(request, self.client_id))
         sealed = tuple(
             seal_for(k, content_key, aad_purpose=Purpose.CKKS_KEY_AAD, **self._labels(request), owner=self.client_id, holder=c)
             for c, k in sorted(keys.items())
@@ -223,8 +367,21 @@ class CkksClient(ClientRole):
             secret = open_sealed(content_key, request.sealed_context, self._context_aad(request, request.dealer.client))
         except (InvalidTag, ValueError) as exc:
             raise ProtocolError(f"client {self.client_id}: the sealed CKKS context fails authentication (tampered or replayed)") from exc
-        self._context = SecretContext.from_bytes(secret, self.config.ckks.params)
+        if len(secret) <= CHECK_KEY_BYTES:
+            raise ProtocolError(f"client {self.client_id}: the sealed CKKS secret is too short to hold the check key")
+        self._check_key = secret[:CHECK_KEY_BYTES]
+        self._context = SecretContext.from_bytes(secret[CHECK_KEY_BYTES:], self.config.ckks.params)
         return Ack(self._header(request))
+
+    def _checks(self, sum_index: int, round_index: int, clip_range: float) -> CheckLanes:
+        return CheckLanes(self._check_key, session=self.session, round=round_index, sum_index=sum_index, clip_range=clip_range)
+
+    def _matches(self, chunks, owners, sum_index: int, round_index: int, spec: SumSpec, clip_range: float, bound: float) -> bool:
+        """Whether a decrypted aggregate is exactly one ciphertext of each of ``owners``
+        (threat_model.md C-CHECK): its check lanes are their tags, and it has their chunks."""
+        if len(chunks) != self.config.ckks.params.chunks(spec.size):
+            return False
+        return self._checks(sum_index, round_index, clip_range).holds(chunks, owners, tolerance=3 * bound)
 
     def _on_input(self, request: InputRequest) -> InputResponse:
         if self._context is None:
@@ -235,20 +392,75 @@ class CkksClient(ClientRole):
         clip_range = self.config.ckks.clip_range if request.spec.clip_range is None else request.spec.clip_range
         scale_bits = params.scale_for(n_clients=len(self._participants), clip_range=clip_range)
         x = self._fresh(request.spec)
-        ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits)
+        checks = self._checks(request.sum_index, request.header.round, clip_range)
+        ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits,
+                                               check=lambda chunk, lanes: checks.tag(self.client_id, chunk, lanes))
         self._expose(request.spec)  # any key holder can decrypt it from now on
-        self._pending = (request.sum_index, request.spec, clip_range, scale_bits)
+        self._pending = (request.sum_index, request.header.round, request.spec, clip_range, scale_bits)
         return InputResponse(self._header(request), None, tuple(ciphertexts))
 
-    def _on_deliver(self, request: DeliverRequest) -> Ack:
-        if self._pending is None or self._pending[0] != request.sum_index or self.client_id not in request.contributors:
+    def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
+        """Sign the sum's contributor set, once per sum (threat_model.md C-CONSISTENCY)."""
+        members = request.survivors
+        if self._pending is None or list(members) != sorted(set(members)) or self.client_id not in members:
+            raise ProtocolError(f"client {self.client_id}: a contributor set must be sorted, unique and include this client")
+        if len(members) < self.policy.floor(self.n_run):
+            raise ProtocolError(f"client {self.client_id}: contributor set of {len(members)} is below this client's floor of "
+                                f"{self.policy.floor(self.n_run)} (--min-survivors-fraction)")
+        index = self._pending[0]
+        self._signed = (index, tuple(members))
+        return ConsistencyResponse(self._header(request), self.identity.sign(contributor_statement(self.session, request.header.round,
+                                                                                                   self._epoch, index, tuple(members))))
+
+    def _vouched(self, request: DeliverRequest) -> None:
+        """The delivered sum is over the set this client signed, and enough of its members signed
+        it too: no other client decrypts a sum over a different set."""
+        if self._signed != (request.sum_index, tuple(request.contributors)):
+            raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not over the contributor set this client signed")
+        statement = contributor_statement(self.session, request.header.round, self._epoch, request.sum_index, tuple(request.contributors))
+        valid = set()
+        for sig in request.signatures:
+            if sig.client in request.contributors and sig.client not in valid:
+                try:
+                    verify_signature(self.directory[sig.client], sig.signature, statement)
+                except Exception:
+                    continue
+                valid.add(sig.client)
+        needed = signers_needed(self.n_run, self.policy.floor(self.n_run))
+        if len(valid) < needed:
+            raise ProtocolError(f"client {self.client_id}: only {len(valid)} contributors signed the set of sum {request.sum_index}, "
+                                f"need {needed}: the server may have shown clients different sets")
+
+    def _on_deliver(self, request: DeliverRequest) -> DeliverResponse:
+        contributors = frozenset(request.contributors)
+        if self._pending is None or self._pending[0] != request.sum_index or self.client_id not in contributors:
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not the one this client contributed to")
-        if len(set(request.contributors)) < self.policy.floor(self.n_run):
-            raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} has {len(set(request.contributors))} "
-                                f"contributors, below this client's floor of {self.policy.floor(self.n_run)}")
-        _, spec, clip_range, scale_bits = self._pending
-        values, clipped = self._context.decrypt_sum(request.ciphertexts, n_values=spec.size, n_contributors=len(request.contributors))
-        bound = self.config.ckks.params.error_bound(len(request.contributors), clip_range=clip_range, scale_bits=scale_bits)
-        self._finish(SumResult(spec, spec.unflatten(values), frozenset(request.contributors), clipped, bound))
+        self._vouched(request)
+        if len(contributors) != len(request.contributors) or len(contributors) < self.policy.floor(self.n_run):
+            raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} lists {len(request.contributors)} "
+                                f"contributors, repeated or below this client's floor of {self.policy.floor(self.n_run)}")
+        index, round_index, spec, clip_range, scale_bits = self._pending
+        bound = self.config.ckks.params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
+        try:
+            values, clipped, chunks = self._context.decrypt_checked(request.ciphertexts, n_values=spec.size, n_contributors=len(contributors))
+        except ProtocolError as exc:
+            return DeliverResponse(self._header(request), False, str(exc))
+        if not self._matches(chunks, contributors, index, round_index, spec, clip_range, bound):
+            return DeliverResponse(self._header(request), False, "the aggregate is not the sum of its contributors' ciphertexts (check lanes)")
+        self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, bound))
         self._pending = None
-        return Ack(self._header(request))
+        return DeliverResponse(self._header(request), True)
+
+    def _on_verify(self, request: VerifyRequest) -> VerifyResponse:
+        """Check one contributor's ciphertexts alone; answer only valid or not (the values stay here)."""
+        if self._pending is None or self._pending[0] != request.sum_index or request.owner == self.client_id:
+            raise ProtocolError(f"client {self.client_id}: asked to verify sum {request.sum_index} of client {request.owner}, "
+                                "not another contributor of the sum this client has pending")
+        index, round_index, spec, clip_range, scale_bits = self._pending
+        bound = self.config.ckks.params.error_bound(1, clip_range=clip_range, scale_bits=scale_bits)
+        try:
+            _, _, chunks = self._context.decrypt_checked(request.ciphertexts, n_values=spec.size, n_contributors=1)
+            valid = self._matches(chunks, (request.owner,), index, round_index, spec, clip_range, bound)
+        except ProtocolError:
+            valid = False
+        return VerifyResponse(self._header(request), request.owner, valid)

@@ -64,7 +64,7 @@ from secure_fedgraph.protocol.secure_sum.keyring import (
     view_digest,
 )
 from secure_fedgraph.protocol.secure_sum.messages import (
-    Ack,
+    DeliverResponse,
     AdvertiseRequest,
     AdvertiseResponse,
     ConsistencyRequest,
@@ -307,6 +307,12 @@ class MaskClient(ClientRole):
             share_commitment(key_share, kind="mask_key", **lab, owner=owner, holder=self.client_id),
         )
 
+    def _new_sum_index(self, ep: _Epoch, s: int) -> None:
+        """Never mask two inputs under one (key epoch, sum index): the masks would be the same,
+        and the difference of the two uploads the difference of the inputs (M-ONCE)."""
+        if s <= ep.sum_index or (ep.round, s) <= self._done_sum:
+            raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
+
     def _check_live(self, ep: _Epoch, live: tuple[int, ...]) -> frozenset[int]:
         members = frozenset(live)
         if list(live) != sorted(members) or self.client_id not in members or not members <= set(ep.graph.participants):
@@ -327,9 +333,8 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         if ep.graph is None:
             raise self._fail("masked input before the keys of the epoch were shared")
+        self._new_sum_index(ep, request.sum_index)
         s = request.sum_index
-        if s <= ep.sum_index or (ep.round, s) <= self._done_sum:
-            raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
         expected = self.config.mask.encoding(len(ep.participants), request.spec.size, request.spec.clip_range)
         if request.encoding != expected:
             raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
@@ -426,18 +431,24 @@ class MaskClient(ClientRole):
         shares = []
         for owner in sorted((ep.live - ep.survivors) & set(ep.held)):
             self._vouch(ep, owner)
-            if owner in exposed_before:
-                raise self._fail(
-                    f"refusing to reveal client {owner}'s mask-key share: it contributed to an earlier sum of this key "
-                    "epoch, so its self-mask is known; the server must re-key instead"
-                )
-            if owner in ep.gave_seed_share:
-                raise self._fail(f"refusing to reveal client {owner}'s mask-key share after its seed share")
+            self._may_reveal_mask_key(ep, owner, exposed_before)
             ep.gave_key_share.add(owner)
             shares.append(Share(owner, ep.held[owner][1]))
         key = self_mask_key(ep.seed, **self._labels(ep), sum_index=ep.sum_index)
         self._expose(ep.spec)  # the self-mask key leaves: this contribution is this sum's or no sum's
         return UnmaskResponse(self._header(request), key, tuple(shares))
+
+    def _may_reveal_mask_key(self, ep: _Epoch, owner: int, exposed_before: set[int]) -> None:
+        """Refuse a share of ``owner``'s mask key once its self-mask for some sum of this epoch
+        is known (it contributed to an earlier sum), or its seed share left (threat_model.md
+        M-BOTH): with both, the server would unmask that earlier input."""
+        if owner in exposed_before:
+            raise self._fail(
+                f"refusing to reveal client {owner}'s mask-key share: it contributed to an earlier sum of this key "
+                "epoch, so its self-mask is known; the server must re-key instead"
+            )
+        if owner in ep.gave_seed_share:
+            raise self._fail(f"refusing to reveal client {owner}'s mask-key share after its seed share")
 
     # --- 6. recover ------------------------------------------------------------------------
     def _on_recover(self, request: RecoverRequest) -> RecoverResponse:
@@ -457,7 +468,7 @@ class MaskClient(ClientRole):
         return RecoverResponse(self._header(request), tuple(shares))
 
     # --- 7. deliver ------------------------------------------------------------------------
-    def _on_deliver(self, request: DeliverRequest) -> Ack:
+    def _on_deliver(self, request: DeliverRequest) -> DeliverResponse:
         ep = self._current(request)
         spec, encoding = ep.spec, ep.encoding
         agg = request.aggregate
@@ -467,7 +478,7 @@ class MaskClient(ClientRole):
         self._done_sum = (ep.round, ep.sum_index)
         if agg is None and spec.server_only:
             self._finish(SumResult(spec, None, contributors, request.clipped, encoding.error_bound(len(contributors))))
-            return Ack(self._header(request))
+            return DeliverResponse(self._header(request), True)
         if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
             raise self._fail("delivered aggregate has the wrong shape or dtype")
         clipped = encoding.decode_count(agg[-1])
@@ -475,4 +486,4 @@ class MaskClient(ClientRole):
             raise self._fail(f"delivered sum {request.sum_index} is corrupt: its clipped count {clipped} is impossible")
         values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, encoding.error_bound(len(contributors))))
-        return Ack(self._header(request))
+        return DeliverResponse(self._header(request), True)

@@ -202,6 +202,11 @@ class MaskServer(ServerRole):
         self._pending_shares = {c: tuple(pair for pair in inbox[c] if pair[0].owner in shared) for c in shared}
         self._exposed: set[int] = set()
 
+    def describe(self) -> dict:
+        plan = getattr(self, "_plan", None)
+        return {} if plan is None else {"graph": plan.graph.value, "degree": plan.degree, "threshold": plan.threshold,
+                                         "min_survivors": plan.min_survivors, "max_dropped": plan.max_dropped, "streaming": plan.streaming}
+
     def _plan_for(self, n: int) -> MaskPlan:
         """The graph, degree, threshold and floor this server announces for n participants."""
         return self.config.mask.resolve(n, self.config.min_survivors, n_run=len(self.clients))
@@ -219,12 +224,10 @@ class MaskServer(ServerRole):
             pending, self._pending_shares = self._pending_shares, {}
 
             def accept_input(client: int, response: InputResponse) -> None:
-                y = response.payload
-                if y is None or y.shape != acc.shape or y.dtype != acc.dtype:
-                    raise ProtocolError(f"input: client {client} sent {None if y is None else (y.dtype, y.shape)}, expected {(acc.dtype, acc.shape)}")
+                self._check_upload(client, response.payload, acc)
                 if len(response.self_mask_commitment) != (0 if streaming else 32):
                     raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
-                np.add(acc, y, out=acc)
+                np.add(acc, response.payload, out=acc)
                 committed[client] = response.self_mask_commitment
 
             def input_request(c: int) -> tuple:
@@ -274,6 +277,13 @@ class MaskServer(ServerRole):
             yield from self._key_setup(survivors)
         return (yield from self._unmask(index, spec, encoding, acc, set(live), survivors, signatures, committed))
 
+    @staticmethod
+    def _check_upload(client: int, y, acc: np.ndarray) -> None:
+        """A masked input must be a ring vector of the sum's exact size (threat_model.md M-INPUT):
+        anything else rejects its sender, and the sum goes on with the others."""
+        if y is None or y.shape != acc.shape or y.dtype != acc.dtype:
+            raise ProtocolError(f"input: client {client} sent {None if y is None else (y.dtype, y.shape)}, expected {(acc.dtype, acc.shape)}")
+
     def _rekey_reason(self, live: set[int], survivors: set[int], vouchers: set[int]) -> str | None:
         """Why this sum cannot be finished without a re-key (checked before anything about it is
         revealed), or None. ``vouchers``: the clients whose signatures will vouch."""
@@ -290,11 +300,6 @@ class MaskServer(ServerRole):
             if len(graph.of(u) - survivors) > plan.max_dropped:
                 return f"more than {plan.max_dropped} of client {u}'s neighbours dropped"
         return None
-
-    def _exclude(self, client: int, reason: str) -> None:
-        """A client caught lying: out of the run, named in its metrics."""
-        self.excluded.setdefault(client, reason)
-        self.log.append(f"round {self.round}: excluded client {client}: {reason}")
 
     def _abandon(self, spec: SumSpec, why: str, live: set[int]) -> SumAbandoned:
         self.live = live - set(self.excluded)

@@ -20,7 +20,8 @@ INPUT          InputRequest            InputResponse
 CONSISTENCY    ConsistencyRequest      ConsistencyResponse
 UNMASK         UnmaskRequest           UnmaskResponse
 RECOVER        RecoverRequest          RecoverResponse
-DELIVER        DeliverRequest          Ack
+DELIVER        DeliverRequest          DeliverResponse
+VERIFY         VerifyRequest           VerifyResponse
 =============  ======================  =======================
 """
 
@@ -228,6 +229,35 @@ class DeliverRequest:
     aggregate: np.ndarray | None  # plain: float sum; mask: ring sum
     ciphertexts: tuple[bytes, ...]  # ckks: encrypted sum
     clipped: int | None
+    signatures: tuple[Signature, ...] = ()  # ckks: contributors' signatures on the contributor set
+
+
+@dataclass(frozen=True)
+class DeliverResponse:
+    """``accepted`` False (ckks): the aggregate failed its check lanes at this client, which
+    keeps nothing of it; the server then has each contribution checked (VERIFY)."""
+
+    header: Header
+    accepted: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """ckks: check one contributor's ciphertexts of a sum (this client decrypts them and
+    answers only whether their check lanes are that contributor's)."""
+
+    header: Header
+    sum_index: int
+    owner: int
+    ciphertexts: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class VerifyResponse:
+    header: Header
+    owner: int
+    valid: bool
 
 
 Message = (
@@ -249,6 +279,9 @@ Message = (
     | RecoverRequest
     | RecoverResponse
     | DeliverRequest
+    | DeliverResponse
+    | VerifyRequest
+    | VerifyResponse
     | Ack
 )
 
@@ -263,6 +296,7 @@ REQUESTS: dict[Stage, type] = {
     Stage.UNMASK: UnmaskRequest,
     Stage.RECOVER: RecoverRequest,
     Stage.DELIVER: DeliverRequest,
+    Stage.VERIFY: VerifyRequest,
 }
 RESPONSES: dict[Stage, type] = {
     Stage.ADVERTISE: AdvertiseResponse,
@@ -274,5 +308,6 @@ RESPONSES: dict[Stage, type] = {
     Stage.CONSISTENCY: ConsistencyResponse,
     Stage.UNMASK: UnmaskResponse,
     Stage.RECOVER: RecoverResponse,
-    Stage.DELIVER: Ack,
+    Stage.DELIVER: DeliverResponse,
+    Stage.VERIFY: VerifyResponse,
 }

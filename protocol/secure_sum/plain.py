@@ -10,7 +10,7 @@ import numpy as np
 
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.secure_sum.config import Backend
-from secure_fedgraph.protocol.secure_sum.messages import Ack, DeliverRequest, InputRequest, InputResponse
+from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, DeliverResponse, InputRequest, InputResponse
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
 from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
@@ -83,14 +83,14 @@ class PlainClient(ClientRole):
         self._expose(request.spec)  # in the clear: the server holds it from now on
         return InputResponse(self._header(request), x.astype(np.float32 if all_f32 else np.float64), ())
 
-    def _on_deliver(self, request: DeliverRequest) -> Ack:
+    def _on_deliver(self, request: DeliverRequest) -> DeliverResponse:
         if self._pending is None:
             raise ProtocolError(f"client {self.client_id}: an aggregate was delivered for a sum this client has not contributed to")
         index, spec = self._pending
         if request.sum_index == index and request.aggregate is None and spec.server_only:
             self._finish(SumResult(spec, None, frozenset(request.contributors), request.clipped, 0.0))
-            return Ack(self._header(request))
+            return DeliverResponse(self._header(request), True)
         if request.sum_index != index or request.aggregate is None or request.aggregate.shape != (spec.size,):
             raise ProtocolError(f"client {self.client_id}: the delivered aggregate does not match sum {index} ({spec.name})")
         self._finish(SumResult(spec, spec.unflatten(np.asarray(request.aggregate, np.float64)), frozenset(request.contributors), request.clipped, 0.0))
-        return Ack(self._header(request))
+        return DeliverResponse(self._header(request), True)

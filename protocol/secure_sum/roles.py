@@ -134,6 +134,15 @@ class ServerRole(ABC):
                 "(min_survivors / threshold); no aggregate is released"
             )
 
+    def describe(self) -> dict[str, Any]:
+        """What the last key set-up announced (for metrics): graph, degree, threshold, floor."""
+        return {}
+
+    def _exclude(self, client: int, reason: str) -> None:
+        """A client caught lying: out of the run, named in its metrics."""
+        self.excluded.setdefault(client, reason)
+        self.log.append(f"round {self.round}: excluded client {client}: {reason}")
+
     def _note(self, stage: Stage, outcome: StepOutcome) -> None:
         parts = [f"round {self.round} {stage.value}: {len(outcome.accepted)} answered"]
         if outcome.silent:

@@ -41,7 +41,9 @@ TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
         _S.ADVERTISE: frozenset({_S.KEY_DEAL, _S.KEY_INSTALL, _S.ADVERTISE}),
         _S.KEY_DEAL: frozenset({_S.INPUT, _S.ADVERTISE}),
         _S.KEY_INSTALL: frozenset({_S.INPUT, _S.ADVERTISE}),
-        _S.INPUT: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
-        _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE}),
+        _S.INPUT: frozenset({_S.CONSISTENCY, _S.INPUT, _S.ADVERTISE}),
+        _S.CONSISTENCY: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
+        _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE, _S.VERIFY}),  # VERIFY: the aggregate failed its check somewhere
+        _S.VERIFY: frozenset({_S.INPUT, _S.ADVERTISE}),
     },
 }

@@ -41,6 +41,13 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     ]
 
 
+def stream_identity(certified: int, hello) -> int | None:
+    """Whom a stream speaks for: the client its TLS certificate names, and only if its Hello
+    claims the same (threat_model.md R-MTLS); None refuses the stream. One client cannot join
+    as another."""
+    return certified if isinstance(hello, Hello) and hello.client == certified else None
+
+
 def peer_client_id(context: grpc.ServicerContext) -> int | None:
     """The client id in the peer's verified TLS certificate (None without one)."""
     auth = context.auth_context()
@@ -96,8 +103,9 @@ class GrpcServerTransport:
             hello = codec.decode(next(request_iterator))
         except (StopIteration, ProtocolError) as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the first message must be a Hello ({exc})")
-        if not isinstance(hello, Hello) or hello.client != client:
-            claimed = getattr(hello, "client", type(hello).__name__)
+        certified, client = client, stream_identity(client, hello)
+        if client is None:
+            client, claimed = certified, getattr(hello, "client", type(hello).__name__)
             self.log(f"refused a connection: certificate of client {client}, Hello claims {claimed}")
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"this certificate is for client {client}, but the Hello claims {claimed}")
         with self._lock:

@@ -8,13 +8,16 @@ decrypt the aggregate anyway, and symmetric encryption is about twice as fast.
 
 Two lanes are appended to every encrypted vector: a constant 1.0 (its sum is the number of
 contributors, which decrypting with a wrong key or a corrupted ciphertext cannot reproduce)
-and the fraction of the client's values that were clipped.
+and the fraction of the client's values that were clipped. Every ciphertext (chunk) also ends
+in CHECK_LANES values the caller chooses: the protocol puts there numbers only key holders can
+predict, so a decrypted aggregate shows whether it is exactly the sum of the contributors it
+claims (protocol/secure_sum/ckks.py, threat_model.md C-CHECK).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +31,7 @@ from secure_fedgraph.errors import CapacityError, ConfigError, ProtocolError
 # standard, as enforced by SEAL's CoeffModulus.MaxBitCount).
 MAX_COEFF_BITS_128 = {4096: 109, 8192: 218, 16384: 438, 32768: 881}
 EXTRA_LANES = 2  # count lane, clipped-fraction lane
+CHECK_LANES = 2  # at the end of every chunk: values the protocol derives from a key the server lacks
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,22 @@ class CkksParams:
         return self.poly_modulus_degree // 2
 
     @property
+    def data_slots(self) -> int:
+        """Slots per ciphertext left for values and the extra lanes (the rest are check lanes)."""
+        return self.slots - CHECK_LANES
+
+    @property
     def data_modulus_bits(self) -> int:
         return sum(self.coeff_mod_bit_sizes[:-1])
 
     def chunks(self, n_values: int) -> int:
         """Ciphertexts needed for n values plus the two extra lanes."""
-        return math.ceil((n_values + EXTRA_LANES) / self.slots)
+        return math.ceil((n_values + EXTRA_LANES) / self.data_slots)
+
+    def chunk_sizes(self, n_values: int) -> list[int]:
+        """How many slots each ciphertext of n values fills, its check lanes included."""
+        total = n_values + EXTRA_LANES
+        return [min(self.data_slots, total - i) + CHECK_LANES for i in range(0, total, self.data_slots)]
 
     MIN_SCALE_BITS = 20
 
@@ -156,29 +170,52 @@ class SecretContext(SecretMaterial):
             save_public_key=False, save_secret_key=False, save_galois_keys=False, save_relin_keys=False
         )
 
-    def encrypt(self, values: np.ndarray, *, params: CkksParams, clip_range: float, scale_bits: int | None = None) -> tuple[list[bytes], int]:
-        """Clip, append the extra lanes, encrypt in N/2-slot chunks at 2^scale_bits (default:
-        the parameters'); return (ciphertexts, clipped)."""
+    def encrypt(
+        self, values: np.ndarray, *, params: CkksParams, clip_range: float, scale_bits: int | None = None,
+        check: Callable[[int, np.ndarray], np.ndarray] | None = None,
+    ) -> tuple[list[bytes], int]:
+        """Clip, append the extra lanes, encrypt in chunks of ``params.data_slots`` lanes, each
+        followed by ``check(chunk index, its lanes)`` (CHECK_LANES values; zeros if None), at
+        2^scale_bits (default: the parameters'); return (ciphertexts, clipped)."""
         clipped, count = clip_and_count(values, clip_range)
         fraction = count / max(clipped.size, 1)
         lanes = np.concatenate([clipped.ravel(), [1.0, fraction]])
+        step = params.data_slots
         scale = 2.0 ** (params.scale_bits if scale_bits is None else scale_bits)
-        chunks = [ts.ckks_vector(self._context, lanes[i : i + params.slots], scale) for i in range(0, lanes.size, params.slots)]
+        chunks = []
+        for j, i in enumerate(range(0, lanes.size, step)):
+            data = lanes[i : i + step]
+            tail = np.zeros(CHECK_LANES) if check is None else np.asarray(check(j, data), dtype=np.float64)
+            if tail.shape != (CHECK_LANES,):
+                raise ConfigError(f"check lanes of chunk {j} must have shape {(CHECK_LANES,)}, got {tail.shape}")
+            chunks.append(ts.ckks_vector(self._context, np.concatenate([data, tail]), scale))
         return [c.serialize() for c in chunks], count
 
     def decrypt_sum(self, ciphertexts: Sequence[bytes], *, n_values: int, n_contributors: int) -> tuple[np.ndarray, int]:
-        """Decrypt an aggregate; check its count lane; return (sums, total clipped values).
+        """Decrypt an aggregate; check its count lane; return (sums, total clipped values)."""
+        values, clipped, _ = self.decrypt_checked(ciphertexts, n_values=n_values, n_contributors=n_contributors)
+        return values, clipped
+
+    def decrypt_checked(
+        self, ciphertexts: Sequence[bytes], *, n_values: int, n_contributors: int
+    ) -> tuple[np.ndarray, int, list[tuple[np.ndarray, np.ndarray]]]:
+        """Decrypt an aggregate; check its count lane; return (sums, total clipped values, and per
+        chunk its decrypted lanes and summed check lanes, for the caller's own check).
 
         Raises:
             ProtocolError: the count lane does not equal the number of contributors: the
                 aggregate was made under another key, or a ciphertext was corrupted.
         """
-        parts = []
+        parts, checks = [], []
         for blob in ciphertexts:
             try:
-                parts.append(np.asarray(ts.ckks_vector_from(self._context, blob).decrypt(), dtype=np.float64))
+                chunk = np.asarray(ts.ckks_vector_from(self._context, blob).decrypt(), dtype=np.float64)
             except Exception as exc:
                 raise ProtocolError(f"could not decrypt the CKKS aggregate: {exc}") from None
+            if chunk.size <= CHECK_LANES:
+                raise ProtocolError(f"a CKKS ciphertext of the aggregate holds {chunk.size} values, too few for its check lanes")
+            parts.append(chunk[:-CHECK_LANES])
+            checks.append(chunk[-CHECK_LANES:])
         lanes = np.concatenate(parts) if parts else np.zeros(0)
         if lanes.size < n_values + EXTRA_LANES:
             raise ProtocolError(f"CKKS aggregate holds {lanes.size} values, expected {n_values + EXTRA_LANES}")
@@ -189,7 +226,7 @@ class SecretContext(SecretMaterial):
                 f"{n_contributors} contributors (wrong key, or corrupted ciphertexts)"
             )
         clipped_total = int(round(lanes[n_values + 1] * max(n_values, 1)))
-        return lanes[:n_values], clipped_total
+        return lanes[:n_values], clipped_total, list(zip(parts, checks, strict=True))
 
 
 class PublicContext:

@@ -33,6 +33,7 @@ class Purpose(enum.Enum):
     GRAPH_COMMITMENT = "graph-commitment"  # hash: a client's commitment to its graph nonce
     SHARE_COMMITMENT = "share-commitment"  # hash: the dealer's commitment to one Shamir share
     SELF_MASK_COMMITMENT = "self-mask-commitment"  # hash: a client's commitment to one sum's self-mask key
+    CKKS_CHECK = "ckks-check"  # HKDF: key of one contributor's check lanes in one ckks sum
 
 
 def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:

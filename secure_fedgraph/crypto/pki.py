@@ -135,6 +135,14 @@ def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str,
     return keys
 
 
+def verify_issuer(cert: x509.Certificate, ca: x509.Certificate) -> None:
+    """The run's CA signed ``cert`` (threat_model.md R-PKI): only then does its id-to-key binding count."""
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        raise ConfigError(f"certificate {cert.subject.rfc4514_string()} is not signed by the run's CA") from None
+
+
 def client_of(cert_pem: bytes, ca_pem: bytes) -> tuple[int, bytes]:
     """Check a client certificate against the CA; return (client id, Ed25519 identity key).
 
@@ -146,10 +154,7 @@ def client_of(cert_pem: bytes, ca_pem: bytes) -> tuple[int, bytes]:
         ca = x509.load_pem_x509_certificate(ca_pem)
     except ValueError as exc:
         raise ConfigError(f"malformed certificate: {exc}") from None
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        raise ConfigError(f"certificate {cert.subject.rfc4514_string()} is not signed by the run's CA") from None
+    verify_issuer(cert, ca)
     now = datetime.datetime.now(datetime.timezone.utc)
     if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
         raise ConfigError(f"certificate {cert.subject.rfc4514_string()} is not valid now")

@@ -258,17 +258,51 @@ class RecoverResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., self_seed_shares: _Optional[_Iterable[_Union[Share, _Mapping]]] = ...) -> None: ...
 
 class DeliverRequest(_message.Message):
-    __slots__ = ("header", "sum_index", "contributors", "aggregate", "ciphertexts", "clipped")
+    __slots__ = ("header", "sum_index", "contributors", "aggregate", "ciphertexts", "clipped", "signatures")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SUM_INDEX_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     CLIPPED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURES_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     sum_index: int
     contributors: _containers.RepeatedScalarFieldContainer[int]
     aggregate: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
     clipped: int
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., contributors: _Optional[_Iterable[int]] = ..., aggregate: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., clipped: _Optional[int] = ...) -> None: ...
+    signatures: _containers.RepeatedCompositeFieldContainer[Signature]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., contributors: _Optional[_Iterable[int]] = ..., aggregate: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., clipped: _Optional[int] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
+
+class DeliverResponse(_message.Message):
+    __slots__ = ("header", "accepted", "reason")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    accepted: bool
+    reason: str
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class VerifyRequest(_message.Message):
+    __slots__ = ("header", "sum_index", "owner", "ciphertexts")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SUM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    sum_index: int
+    owner: int
+    ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., owner: _Optional[int] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class VerifyResponse(_message.Message):
+    __slots__ = ("header", "owner", "valid")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    owner: int
+    valid: bool
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., owner: _Optional[int] = ..., valid: _Optional[bool] = ...) -> None: ...

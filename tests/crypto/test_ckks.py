@@ -9,6 +9,7 @@ import pytest
 import tenseal as ts
 
 from secure_fedgraph.crypto.ckks import (
+    CHECK_LANES,
     EXTRA_LANES,
     MAX_COEFF_BITS_128,
     PRESETS,
@@ -108,12 +109,30 @@ def test_a_single_modulus_raises() -> None:
         CkksParams(8192, (60,), 40)
 
 
-@pytest.mark.parametrize(("n_values", "chunks"), [(0, 1), (1, 1), (4094, 1), (4095, 2), (5000, 2), (8190, 2), (8191, 3)])
-def test_chunks_count_the_two_extra_lanes(n_values: int, chunks: int, dealer: SecretContext) -> None:
+@pytest.mark.parametrize(("n_values", "chunks"), [(0, 1), (1, 1), (4092, 1), (4093, 2), (5000, 2), (8186, 2), (8187, 3)])
+def test_chunks_count_the_two_extra_lanes_and_the_check_lanes(n_values: int, chunks: int, dealer: SecretContext) -> None:
     assert EXTRA_LANES == 2
     assert LEAN.chunks(n_values) == chunks
     blobs, _ = dealer.encrypt(np.zeros(n_values), params=LEAN, clip_range=1.0)
     assert len(blobs) == chunks
+
+
+def test_check_lanes_ride_at_the_end_of_every_chunk_and_add_up(dealer: SecretContext, server: PublicContext) -> None:
+    rows = [np.random.default_rng(i).uniform(-1, 1, (2, CHECK_LANES)) for i in range(3)]
+    seen: list = []
+
+    def check_of(row):
+        return lambda j, data: seen.append(data.size) or row[j]
+
+    uploads = [dealer.encrypt(np.full(5000, 0.25), params=LEAN, clip_range=1.0, check=check_of(r))[0] for r in rows]
+    sums, _, chunks = dealer.decrypt_checked(_aggregate(server, uploads), n_values=5000, n_contributors=3)
+    bound = LEAN.error_bound(3, clip_range=1.0)
+    assert seen[:2] == [LEAN.data_slots, 5002 - LEAN.data_slots]  # each chunk's lanes, the extra lanes included
+    np.testing.assert_allclose(np.array([c for _, c in chunks]), sum(rows), atol=bound, rtol=0)
+    np.testing.assert_allclose(np.concatenate([d for d, _ in chunks])[:5000], 0.75, atol=bound, rtol=0)
+    np.testing.assert_allclose(sums, 0.75, atol=bound, rtol=0)
+    with pytest.raises(ConfigError, match=r"check lanes of chunk 0 must have shape \(2,\)"):
+        dealer.encrypt(np.ones(5000), params=LEAN, clip_range=1.0, check=lambda j, data: np.zeros(3))
 
 
 # --- who holds what -----------------------------------------------------------------------------

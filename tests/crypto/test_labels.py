@@ -91,6 +91,7 @@ def test_purpose_strings_are_pinned() -> None:
         "GRAPH_COMMITMENT": "graph-commitment",
         "SHARE_COMMITMENT": "share-commitment",
         "SELF_MASK_COMMITMENT": "self-mask-commitment",
+        "CKKS_CHECK": "ckks-check",
     }
 
 

@@ -296,3 +296,18 @@ def test_keys_init_output_loads(tmp_path):
     names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "fl.example.org" in names.get_values_for_type(x509.DNSName)
     assert socket.inet_aton("127.0.0.1") and str(names.get_values_for_type(x509.IPAddress)[0]) == "127.0.0.1"
+
+
+def test_a_client_keeps_its_own_dp_minimum_whatever_the_server_announces(start_server):
+    """Client policy (threat_model.md M-POLICY): CNFGNN uploads hidden states; a server announcing
+    no DP noise is refused by a client with the default --min-dp-sigma, which says which option
+    governs it, while clients that opted out (--min-dp-sigma 0) run on."""
+    options = ("rounds=1", "hidden_size=8", "gn_hidden=16", "gn_update=8", "max_windows=30", "batch_size=16", "server_batch_size=12")
+    run = start_server(clients=5, plan="cnfgnn", plan_options=options)
+    others, careful = run.client("0-3", "--min-dp-sigma", "0"), run.client("4")
+    _, metrics = run.finish()
+    assert others.wait(timeout=60) == 0
+    careful_output = careful.communicate(timeout=60)[0]
+    assert careful.returncode != 0
+    assert "uploads activations with dp_sigma=0, below 1" in careful_output and "(--min-dp-sigma)" in careful_output
+    assert metrics["clients_finished"] == 4 and set(metrics["dropped"]) == {"4"}

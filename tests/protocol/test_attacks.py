@@ -487,3 +487,362 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
         return 1 in session.server.excluded  # an honest client was framed
 
     defence_stops(attack, monkeypatch, MaskClient, "_dealt_as_committed", lambda self, ep, committed, seed, key: True)
+
+
+# --- E. ckks: the decryption oracle, and releases (C-CHECK, C-RELEASE, C-LIAR) ------------------
+
+CKKS = SecureSumConfig(backend=Backend.CKKS)
+
+
+def _ckks_hosts(n: int, plan, server_class):
+    """A ckks server of ``server_class`` and n client hosts running ``plan``, in one process."""
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    directory = {c: k.public_bytes for c, k in identities.items()}
+    session = os.urandom(16)
+    server = server_class(CKKS, session=session, directory=directory, clients=list(range(n)))
+    hosts = {c: ClientHost(role=make_client(CKKS, client_id=c, session=session, identity=identities[c], directory=directory),
+                           plan=plan, context=ClientContext(c, 0)) for c in range(n)}
+    return server, hosts
+
+
+def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch):
+    """At DELIVER the server sends client 0 four copies of client 3's ciphertext, labelled as the
+    sum of clients 0-3, then asks it to release the (releasable) sum: x3 times four. The count
+    lane reads 4 and passes; the check lanes, which only key holders can compute, do not add up."""
+    from secure_fedgraph.crypto.ckks import PublicContext
+    from secure_fedgraph.protocol import collectives
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksClient, CkksServer
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, InputRequest
+
+    n = 4
+    inputs = make_inputs(range(n), shapes={"w": (8,)})
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("v", inputs[ctx.client_id], releasable=True)
+
+    class Oracle(CkksServer):
+        def aggregate(self, spec):
+            kept: dict = {}
+            signatures: dict = {}
+            live = tuple(sorted(self.live))
+            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live, ()) for c in live},
+                             lambda c, r: kept.__setitem__(c, [self.context.load(b) for b in r.ciphertexts]))
+            yield self._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, live) for c in live},
+                             lambda c, r: signatures.__setitem__(c, r.signature))  # an honest contributor set, honestly signed
+            copies = kept[3]
+            for _ in range(3):
+                copies = PublicContext.add(copies, kept[3])
+            blobs = tuple(v.serialize() for v in copies)
+            signed = tuple(Signature(c, sig) for c, sig in sorted(signatures.items()))
+            yield self._step(Stage.DELIVER, lambda h: {0: DeliverRequest(h, 0, live, None, blobs, None, signed)}, lambda c, r: None)
+            return (yield from collectives.upload(self.seq, [0], RELEASE_PREFIX + spec.name, spec))
+
+    def attack() -> bool:
+        server, hosts = _ckks_hosts(n, plan, Oracle)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
+        return 0 in released and _close(released[0]["w"] / 4, inputs[3]["w"])
+
+    defence_stops(attack, monkeypatch, CkksClient, "_matches", lambda self, *args: True)
+
+
+def test_attack_ckks_two_contributor_sets_released_by_two_clients(monkeypatch):
+    """The server shows clients 0, 1 and 3 the contributor set of all five, clients 2 and 4 the
+    set without client 3, delivers each group the (genuine) sum over its set, and has client 0
+    and client 2 release them: the difference is x3. Each client signs one set per sum and needs
+    a majority of the run to have signed its own, which two different sets cannot both have."""
+    from secure_fedgraph.crypto.ckks import PublicContext
+    from secure_fedgraph.protocol import collectives
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksClient, CkksServer
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, InputRequest
+
+    n, groups = 5, {"all": (0, 1, 3), "without 3": (2, 4)}
+    inputs = make_inputs(range(n), shapes={"w": (8,)})
+    sets = {"all": tuple(range(n)), "without 3": (0, 1, 2, 4)}
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("v", inputs[ctx.client_id], releasable=True)
+
+    class Differencing(CkksServer):
+        def aggregate(self, spec):
+            kept: dict = {}
+            live = tuple(sorted(self.live))
+            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live, ()) for c in live},
+                             lambda c, r: kept.__setitem__(c, [self.context.load(b) for b in r.ciphertexts]))
+            shown = {c: name for name, members in groups.items() for c in members}
+            signatures: dict = {"all": {}, "without 3": {}}
+            yield self._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, sets[shown[c]]) for c in live},
+                             lambda c, r: signatures[shown[c]].__setitem__(c, r.signature))
+            blobs = {}
+            for name, members in sets.items():
+                total = None
+                for c in members:
+                    total = PublicContext.add(total, kept[c])
+                blobs[name] = tuple(v.serialize() for v in total)
+            signed = {name: tuple(Signature(c, sig) for c, sig in sorted(sigs.items())) for name, sigs in signatures.items()}
+            yield self._step(Stage.DELIVER, lambda h: {c: DeliverRequest(h, 0, sets[shown[c]], None, blobs[shown[c]], None, signed[shown[c]])
+                                                       for c in live}, lambda c, r: None)
+            return (yield from collectives.upload(self.seq, [0, 2], RELEASE_PREFIX + spec.name, spec))
+
+    def attack() -> bool:
+        server, hosts = _ckks_hosts(n, plan, Differencing)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
+        return {0, 2} <= set(released) and _close(released[0]["w"] - released[2]["w"], inputs[3]["w"])
+
+    defence_stops(attack, monkeypatch, CkksClient, "_vouched", lambda self, request: None)
+
+
+def test_attack_ckks_release_of_a_sum_the_plan_did_not_mark(monkeypatch):
+    """The server asks clients to release the FedAvg sum of their weights, which with ckks it
+    must never see. Clients release only sums their plan marked releasable (error statistics)."""
+    from secure_fedgraph.protocol import collectives
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+
+    n = 4
+    inputs = make_inputs(range(n), shapes={"w": (8,)})
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("weights", inputs[ctx.client_id])  # not releasable
+
+    def attack() -> bool:
+        from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
+
+        server, hosts = _ckks_hosts(n, plan, CkksServer)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        spec = SumSpec.of("weights", inputs[0])
+        runner.run(server.aggregate(spec))
+        released = runner.run(collectives.upload(server.seq, [0], RELEASE_PREFIX + "weights", spec))
+        return 0 in released and _close(released[0]["w"], sum(inputs[c]["w"] for c in range(n)))
+
+    defence_stops(attack, monkeypatch, ClientHost, "_may_release", lambda self, name, spec: self._held[name][0])
+
+
+def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch):
+    """Client 2 encrypts under a key of its own. Every honest client's check fails; instead of
+    leaving, each says so, the server has every contribution checked by another contributor,
+    excludes client 2 and abandons that sum; the next sum succeeds without it. Without finding
+    the sender, client 2 spoils every sum of the run."""
+    from secure_fedgraph.crypto.ckks import SecretContext
+    from secure_fedgraph.errors import SumAbandoned
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
+
+    stranger = SecretContext.generate(CKKS.ckks.params)
+
+    def other_key(response: InputResponse) -> InputResponse:
+        blobs, _ = stranger.encrypt(np.zeros(16), params=CKKS.ckks.params, clip_range=CKKS.ckks.clip_range)
+        return dataclasses.replace(response, ciphertexts=tuple(blobs))
+
+    def attack() -> bool:
+        session = local_session(CKKS, range(5), intercept=_tamper(Stage.INPUT, 2, other_key))
+        session.start_round()
+        with pytest.raises(SumAbandoned):
+            session.secure_sum("a", make_inputs(range(5), shapes=SHAPE))
+        inputs = make_inputs(range(5), seed=1, shapes=SHAPE)
+        try:
+            session.secure_sum("b", {c: inputs[c] for c in range(5)})
+        except SumAbandoned:
+            return True  # the liar spoiled this sum too
+        result = session.clients[0].last_result
+        assert session.server.excluded.keys() == {2} and result.contributors == frozenset({0, 1, 3, 4})
+        return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
+
+    defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or set())
+
+
+# --- the older mask claims, attacked the same way (M-SIGN, M-BOTH, M-ONCE, M-INPUT) ---------------
+
+
+def test_attack_swapping_the_relayed_public_keys_of_a_clients_peers(monkeypatch):
+    """The server relays its own mask keys to client 0 in place of its peers': it then knows
+    every pairwise mask of client 0, and client 0's revealed self-mask key does the rest. Peers'
+    keys carry their identity signatures, which client 0 checks."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    n = 5
+    fake = {v: X25519PrivateKey.generate() for v in range(1, n)}
+
+    def swap(request):
+        peers = tuple(dataclasses.replace(p, mask_public=fake[p.client].public_key().public_bytes_raw()) for p in request.peers)
+        return dataclasses.replace(request, peers=peers)
+
+    def attack() -> bool:
+        seen: dict = {}
+
+        def hook(direction, stage, client, data):
+            if (direction, stage, client) == ("down", Stage.SHARE_KEYS, 0):
+                return codec.encode(swap(codec.decode(data)))
+            if direction == "up" and client == 0 and stage in (Stage.INPUT, Stage.UNMASK):
+                seen[stage] = codec.decode(data)
+            return data
+
+        session = local_session(MASK, range(n), intercept=hook)
+        session.start_round()
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        try:
+            session.secure_sum("s", inputs)  # the others' masks do not cancel: the sum is lost, but client 0 revealed its key
+        except Exception:
+            pass
+        if Stage.UNMASK not in seen:
+            return False
+        server = session.server
+        pair_keys = {v: keyring.pair_key(fake[v], server._keys[0].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=0, b=v)
+                     for v in range(1, n)}
+        guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
+                       pair_keys=pair_keys, client=0, stream=0)
+        return _close(guess, inputs[0]["w"])
+
+    defence_stops(attack, monkeypatch, mask_client, "verify_keys", lambda keys, **kw: None)
+
+
+def test_attack_asking_for_the_mask_key_of_a_client_that_contributed(monkeypatch):
+    """Client 4 contributes to sum "a" (its self-mask key for it is revealed), then drops before
+    sum "b". A server that asks for 4's mask-key shares instead of re-keying would hold both of
+    4's secrets for "a": its input. Clients refuse (the server must re-key)."""
+    from tests.helpers import ServerThatNeverRekeys
+
+    n, u = 5, 4
+
+    class Keeping(ServerThatNeverRekeys):
+        def _rebuild(self, client, shares, kind):
+            secret = super()._rebuild(client, shares, kind)
+            self.rebuilt = {**getattr(self, "rebuilt", {}), client: secret}
+            return secret
+
+    def attack() -> bool:
+        seen: dict = {}
+
+        def spy(direction, stage, client, data):
+            if direction == "up" and client == u and stage in (Stage.INPUT, Stage.UNMASK):
+                seen.setdefault(stage, codec.decode(data))  # sum "a"'s only
+            return data
+
+        session = local_session(MASK, range(n), intercept=spy)
+        session.server.__class__ = Keeping
+        session.start_round()
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        session.secure_sum("a", inputs)
+        session.runner.drop = {Stage.INPUT: {u}}
+        session.secure_sum("b", make_inputs(range(n), seed=1, shapes=SHAPE))
+        server = session.server
+        pair_keys = {v: keyring.pair_key(server.rebuilt[u], server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
+                     for v in range(n) if v != u}
+        guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
+                       pair_keys=pair_keys, client=u, stream=0)
+        return _close(guess, inputs[u]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_mask_key", lambda self, ep, owner, exposed_before: None)
+
+
+def test_attack_two_inputs_under_one_sum_index(monkeypatch):
+    """The server asks for sum "a" and then for sum "b" under the same sum index of the same key
+    epoch: every mask would repeat, and the difference of a client's two uploads would be the
+    difference of its two inputs, with nothing unmasked."""
+    from secure_fedgraph.protocol.secure_sum.messages import InputRequest
+
+    n = 4
+
+    def attack() -> bool:
+        session = local_session(MASK, range(n))
+        session.start_round()
+        server, clients = session.server, session.clients
+        a, b = make_inputs(range(n), shapes=SHAPE), make_inputs(range(n), seed=1, shapes=SHAPE)
+        uploads: dict = {"a": {}, "b": {}}
+        for name, inputs in (("a", a), ("b", b)):
+            for c in range(n):
+                clients[c].contribute(name, inputs[c])
+        encoding = server.config.mask.encoding(n, 16)
+        live = tuple(range(n))
+
+        def steps():
+            pending = server._pending_shares
+            for name in ("a", "b"):
+                spec = SumSpec.of(name, a[0])
+                routed = {c: pending[c] if name == "a" else () for c in live}
+                yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, live, tuple(s for s, _ in routed[c]),
+                                                                          tuple(k for _, k in routed[c])) for c in live},
+                                   lambda c, r: uploads[name].__setitem__(c, r.payload.copy()))
+
+        session.runner.run(steps())
+        if 0 not in uploads["b"]:
+            return False
+        difference = encoding.decode_sum(np.ascontiguousarray((uploads["a"][0] - uploads["b"][0])[:-1]))
+        return _close(difference, a[0]["w"] - b[0]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_new_sum_index", lambda self, ep, s: None)
+
+
+def test_attack_a_wrongly_shaped_upload_takes_its_sender_out_not_the_sum(monkeypatch):
+    """A malicious client uploads a ring vector one element short. It is rejected and the sum
+    goes on with the others; accepted, it would break the server's running sum."""
+
+    def short(response: InputResponse) -> InputResponse:
+        return dataclasses.replace(response, payload=response.payload[:-1])
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), intercept=_tamper(Stage.INPUT, 1, short))
+        session.start_round()
+        inputs = make_inputs(range(5), shapes=SHAPE)
+        try:
+            result = session.secure_sum("s", inputs)
+        except Exception:
+            return True  # the sum is lost
+        return not (result.contributors == frozenset({0, 2, 3, 4}) and _close(result.values["w"], sum(inputs[c]["w"] for c in (0, 2, 3, 4))))
+
+    defence_stops(attack, monkeypatch, MaskServer, "_check_upload", staticmethod(lambda client, y, acc: None))
+
+
+def test_attack_malformed_bytes_from_a_client_do_not_stop_the_server(monkeypatch):
+    """A malicious client answers with bytes that decode to no message. The codec's error rejects
+    that client and the step goes on; were it not caught, one client would stop the run."""
+    from secure_fedgraph.protocol import codec as wire
+    from secure_fedgraph.protocol.transports.common import Traffic
+
+    def garbage(direction, stage, client, data):
+        return b"\x0a\xff\xff garbage" if (direction, stage, client) == ("up", Stage.INPUT, 1) else data
+
+    def unguarded(self, step, client, data):
+        step.accept(client, wire.decode(data))
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), intercept=garbage)
+        session.start_round()
+        try:
+            result = session.secure_sum("s", make_inputs(range(5), shapes=SHAPE))
+        except Exception:
+            return True
+        return result.contributors != frozenset({0, 2, 3, 4})
+
+    defence_stops(attack, monkeypatch, Traffic, "answer", unguarded)
+
+
+def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_path):
+    """The server relays, for client 1, a certificate its own CA issued: the identity key in it
+    is the server's, which could then sign as client 1 (consistency signatures, adverts). Every
+    certificate in a Welcome must be signed by the run's CA."""
+    import json
+    import threading
+
+    from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
+    from secure_fedgraph.crypto import pki
+    from secure_fedgraph.papers import FedAvgVector
+    from secure_fedgraph.protocol.messages import SERVER, Header, Welcome
+    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+
+    keys, other = pki.init_keys(tmp_path / "run", clients=3), pki.init_keys(tmp_path / "attacker", clients=3)
+    config = json.dumps({"plan": json.loads(FedAvgVector().config_json()), "secure_sum": config_to_dict(MASK)})
+    certs = (keys.client_cert(0).read_bytes(), other.client_cert(1).read_bytes(), keys.client_cert(2).read_bytes())
+    welcome = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), config, (0, 1, 2), certs)
+    attacker_key = pki.load_identity(other.identity_key(1)).public_bytes
+
+    def attack() -> bool:
+        shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))
+        host = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
+        return host.role.directory[1] == attacker_key
+
+    defence_stops(attack, monkeypatch, pki, "verify_issuer", lambda cert, ca: None)

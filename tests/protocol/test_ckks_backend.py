@@ -112,10 +112,10 @@ def test_a_malformed_ciphertext_is_rejected_and_the_sum_goes_on():
     assert any("rejected 2:" in line and "malformed CKKS ciphertext" in line for line in session.server.log)
 
 
-def test_count_lane_is_not_a_mac():
-    """A stated limitation (threat_model.md C-WRONGKEY, Not claimed): a deviating server can
-    shift the encrypted sum by a plaintext offset without the key, and the count lane passes.
-    If an integrity check is ever added, this test must change together with the claim."""
+def test_a_plaintext_offset_passes_the_count_lane_but_not_the_check_lanes():
+    """threat_model.md C-CHECK: a deviating server can shift the encrypted sum by a plaintext
+    offset without the key; the count lane alone still reads 3, but the check lanes (a linear
+    MAC under a key the server lacks) do not match, and the client refuses the aggregate."""
     session = local_session(CKKS, range(3), record=True)
     session.start_round()
     inputs = make_inputs(range(3))
@@ -126,9 +126,16 @@ def test_count_lane_is_not_a_mac():
     for blobs in uploads:
         total = session.server.context.add(total, [session.server.context.load(b) for b in blobs])
     shifted = [v + ([100.0] * 27 + [0.0] * (v.size() - 27)) for v in total]  # the data slots only
-    values, _ = session.clients[0]._context.decrypt_sum([v.serialize() for v in shifted], n_values=27, n_contributors=3)
+    client = session.clients[0]
+    values, _ = client._context.decrypt_sum([v.serialize() for v in shifted], n_values=27, n_contributors=3)
     reference = np.concatenate([plain_sum(inputs, range(3))[k].ravel() for k in ("weight", "bias", "cube")])
     np.testing.assert_allclose(values, reference + 100.0, atol=params.error_bound(3, clip_range=8.0))
+    _, _, chunks = client._context.decrypt_checked([v.serialize() for v in shifted], n_values=27, n_contributors=3)
+    spec = client.last_result.spec
+    bound = params.error_bound(3, clip_range=8.0)
+    assert not client._matches(chunks, {0, 1, 2}, 0, 0, spec, 8.0, bound)
+    _, _, honest = client._context.decrypt_checked([v.serialize() for v in total], n_values=27, n_contributors=3)
+    assert client._matches(honest, {0, 1, 2}, 0, 0, spec, 8.0, bound)
 
 
 def test_dealer_uploads_the_secret_context_once_not_once_per_peer():

@@ -98,3 +98,73 @@ def test_fedavg_with_ckks_releases_error_sums_only_never_weights():
     released = {codec.decode(data).name for stage, _, data in result.received if isinstance(codec.decode(data), UploadResponse)}
     assert released == {"release:validation", "release:test"}
     assert result.metrics["test_rmse"] > 0
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    clients: int = 5
+    seed: int = 0
+
+
+class Retry(Plan):
+    """A streaming sum that may be abandoned; the plan then asks again with fresh inputs."""
+
+    name = "retry"
+    Config = RetryConfig
+    clients_field = "clients"
+    spec = SumSpec("s", (TensorSpec("x", (1,)),), clip_range=100.0, streaming=True)
+
+    def client_ids(self):
+        return list(range(self.config.clients))
+
+    def server(self, ctx: ServerContext):
+        from secure_fedgraph.errors import SumAbandoned
+
+        yield from ctx.start_round(0)
+        try:
+            total = yield from ctx.secure_sum(self.spec)
+        except SumAbandoned:
+            total = yield from ctx.secure_sum(self.spec)  # the plan's own choice: a second sum of fresh inputs
+        return {"total": float(total.values["x"][0]), "contributors": sorted(total.contributors)}
+
+    def client(self, ctx: ClientContext):
+        from secure_fedgraph.errors import SumAbandoned
+
+        try:
+            yield ctx.secure_sum("s", {"x": np.array([ctx.client_id + 1.0])})
+        except SumAbandoned:
+            yield ctx.secure_sum("s", {"x": np.array([ctx.client_id + 1.5])})  # fresh: never the abandoned contribution
+
+
+@pytest.mark.parametrize("backend", [Backend.PLAIN, Backend.MASK], ids=lambda b: b.value)  # the server reads this sum: not ckks
+def test_an_abandoned_sum_reaches_every_plan_which_may_go_on_with_fresh_inputs(backend):
+    """Client 4 vanishes during a streaming sum: the sum is abandoned, each client's plan is
+    told at its yield (SumAbandoned) and supplies fresh inputs, the server's plan asks again,
+    and the metrics count the abandoned sum."""
+    def vanish(direction, stage, client, data):
+        return None if (direction, stage, client) == ("up", Stage.INPUT, 4) else data
+
+    result = simulate(Retry(), SecureSumConfig(backend=backend), intercept=vanish)
+    assert result.metrics["contributors"] == [0, 1, 2, 3]
+    assert result.metrics["total"] == pytest.approx(1.5 + 2.5 + 3.5 + 4.5, abs=1e-5)
+    assert result.metrics["abandoned_sums"] == {"s": 1}
+    assert all(result.hosts[c].finished for c in range(4))
+
+
+def test_released_values_are_rounded_to_the_stated_precision():
+    """threat_model.md C-RELEASE: a client releases a decrypted sum rounded to the power of two at
+    or above its error bound, so the decryption noise (what CKKS key-recovery attacks read)
+    stays with the client."""
+    from secure_fedgraph.protocol.engine import rounded_to_bound
+
+    x = np.array([1.2345678, -0.5, 3e-7])
+    rounded = rounded_to_bound(x, 1e-3)  # quantum 2^-9
+    assert np.all(rounded * 2**9 == np.round(rounded * 2**9)) and np.max(np.abs(rounded - x)) <= 2**-10
+    assert np.array_equal(rounded_to_bound(x, 0.0), x)
+    result = simulate(Toy(), SecureSumConfig(backend=Backend.CKKS))
+    params = SecureSumConfig().ckks.params
+    bound = params.error_bound(4, clip_range=100.0, scale_bits=params.scale_for(n_clients=4, clip_range=100.0))
+    quantum = 2.0 ** np.ceil(np.log2(bound))
+    total = result.metrics["total"]
+    assert total / quantum == round(total / quantum)  # on the grid: the decryption noise below it stays with the client
+    assert abs(total - 46.0) <= bound + quantum

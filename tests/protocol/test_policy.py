@@ -1,0 +1,78 @@
+"""A client's own policy: what it refuses, whatever the server announces (threat_model.md M-POLICY)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.protocol.secure_sum import Adversary, Backend, ClientPolicy, GraphKind, MaskConfig, SecureSumConfig, Threat
+from secure_fedgraph.protocol.secure_sum.config import MaskPlan
+
+
+def _announced(n, n_run=None, **mask):
+    return MaskConfig(**mask).resolve(n, None, n_run=n_run or n)
+
+
+def test_the_default_server_plan_passes_the_default_policy():
+    for n in (2, 3, 7, 100, 207):
+        ClientPolicy().check_mask_round(_announced(n), n=n, n_run=n, rekeys=0)
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        ({"min_survivors": 2}, r"min_survivors=2, below 6 of the run's 10 clients.*--min-survivors-fraction"),
+        ({"threshold": 6}, r"threshold 6 for 10 participants, below the 7 .*--corrupt-fraction"),
+        ({"degree": 8}, r"complete graph of degree 8 over 10"),
+        ({"graph": GraphKind.SPARSE, "degree": 4, "threshold": 3, "max_dropped": 1}, r"sparse graph that does not hold"),
+    ],
+)
+def test_weaker_announcements_are_refused_naming_the_option(change, match):
+    plan = dataclasses.replace(_announced(10), **change)
+    with pytest.raises(ProtocolError, match=match):
+        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=0)
+
+
+def test_the_floor_counts_on_the_runs_start_not_the_round():
+    plan = _announced(4, n_run=10)  # a later round among 4 of 10: the floor stays 6
+    assert plan.min_survivors == 6
+    with pytest.raises(ProtocolError, match="below 6 of the run's 10"):
+        ClientPolicy().check_mask_round(dataclasses.replace(plan, min_survivors=3), n=4, n_run=10, rekeys=0)
+
+
+def test_re_keys_are_bounded_and_streaming_and_sparse_graphs_are_opt_outs():
+    plan = _announced(10)
+    with pytest.raises(ProtocolError, match=r"re-key 5 of this round, more than 4;.*--max-rekeys"):
+        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=5)
+    with pytest.raises(ProtocolError, match="streaming variant.*--no-streaming"):
+        ClientPolicy(allow_streaming=False).check_mask_round(plan, n=10, n_run=10, rekeys=0)
+    sparse = _announced(207)
+    assert sparse.graph is GraphKind.SPARSE
+    with pytest.raises(ProtocolError, match="--no-sparse"):
+        ClientPolicy(allow_sparse=False).check_mask_round(sparse, n=207, n_run=207, rekeys=0)
+    streaming_sparse = MaskPlan(GraphKind.SPARSE, sparse.degree, sparse.threshold, sparse.min_survivors, sparse.max_dropped, True)
+    with pytest.raises(ProtocolError, match="streaming variant with the sparse graph"):
+        ClientPolicy().check_mask_round(streaming_sparse, n=207, n_run=207, rekeys=0)
+
+
+def test_an_honest_but_curious_policy_is_an_explicit_opt_in_that_accepts_lower_thresholds():
+    cheap = dataclasses.replace(_announced(10), threshold=6)
+    with pytest.raises(ProtocolError):
+        ClientPolicy().check_mask_round(cheap, n=10, n_run=10, rekeys=0)
+    ClientPolicy(adversary=Adversary(threat=Threat.HONEST_BUT_CURIOUS)).check_mask_round(cheap, n=10, n_run=10, rekeys=0)
+
+
+def test_accepting_a_config_is_for_one_user_playing_every_party():
+    config = SecureSumConfig(backend=Backend.CKKS, mask=MaskConfig(streaming=False))
+    policy = ClientPolicy.accepting(config)
+    assert policy.backends == {Backend.CKKS} and not policy.allow_streaming and policy.min_dp_sigma == 0
+    policy.check_run(config, n_run=4, uploads_activations=True, dp_sigma=0.0)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"min_survivors_fraction": 1.0}, "min_survivors_fraction"), ({"backends": frozenset()}, "backends"),
+                                          ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round")])
+def test_policy_validation_names_the_field(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        ClientPolicy(**kwargs)
