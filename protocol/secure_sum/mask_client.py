@@ -52,6 +52,7 @@ from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskP
 from secure_fedgraph.protocol.secure_sum.keyring import (
     consistency_statement,
     graph_commitment,
+    graph_commitments,
     open_from,
     pair_key,
     seal_for,
@@ -91,6 +92,13 @@ from secure_fedgraph.protocol.spec import SumResult, SumSpec
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES
 NONCE_BYTES = 32
+
+
+def _split(blob: bytes, count: int, size: int = NONCE_BYTES) -> tuple[bytes, ...] | None:
+    """``count`` values of ``size`` bytes concatenated in ``blob``, or None if it is not that."""
+    if len(blob) != count * size:
+        return None
+    return tuple(blob[i : i + size] for i in range(0, len(blob), size))
 
 
 def clipped_count_is_possible(clipped: int, *, contributors: int, values: int) -> bool:
@@ -206,13 +214,12 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         if ep.plan.graph is not GraphKind.SPARSE or ep.commitments is not None:
             raise self._fail("a graph step belongs to a sparse key epoch, once")
-        members = [c.client for c in request.commitments]
-        if tuple(members) != ep.participants:
-            raise self._fail("the graph commitments must come from exactly the announced participants, in order")
-        mine = graph_commitment(ep.nonce, **self._labels(ep), client=self.client_id)
-        commitments = {c.client: c.commitment for c in request.commitments}
-        if commitments[self.client_id] != mine or any(len(v) != 32 for v in commitments.values()):
-            raise self._fail("the graph commitments do not include this client's own, or are malformed")
+        committed = _split(request.commitments, len(ep.participants))
+        if committed is None:
+            raise self._fail("the graph commitments must be one per announced participant")
+        commitments = dict(zip(ep.participants, committed, strict=True))
+        if commitments[self.client_id] != graph_commitment(ep.nonce, **self._labels(ep), client=self.client_id):
+            raise self._fail("the graph commitments do not include this client's own")
         ep.commitments = commitments
         return GraphResponse(self._header(request), ep.nonce)
 
@@ -221,15 +228,16 @@ class MaskClient(ClientRole):
         if ep.plan.graph is GraphKind.SPARSE:
             if ep.commitments is None:
                 raise self._fail("a sparse key epoch needs the graph step before its keys are shared")
-            nonces = {n.client: n.nonce for n in request.nonces}
-            if sorted(nonces) != list(ep.participants) or len(request.nonces) != len(nonces):
-                raise self._fail("the graph nonces must come from every member, once")
-            for client, nonce in nonces.items():
-                if graph_commitment(nonce, **self._labels(ep), client=client) != ep.commitments[client]:
-                    raise self._fail(f"client {client}'s graph nonce does not match its commitment")
+            nonces = _split(request.nonces, len(ep.participants))
+            if nonces is None:
+                raise self._fail("the graph nonces must be one per participant")
+            expected = graph_commitments(dict(zip(ep.participants, nonces, strict=True)), **self._labels(ep))
+            wrong = [c for c in ep.participants if expected[c] != ep.commitments[c]]
+            if wrong:
+                raise self._fail(f"client {wrong[0]}'s graph nonce does not match its commitment")
             members = ep.participants
             ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members,
-                                  commitments=tuple(ep.commitments[c] for c in members), nonces=tuple(nonces[c] for c in members))
+                                  commitments=tuple(ep.commitments[c] for c in members), nonces=nonces)
         else:
             if request.nonces:
                 raise self._fail("graph nonces sent for a complete-graph epoch")

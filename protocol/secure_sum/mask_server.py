@@ -63,8 +63,6 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     ConsistencyRequest,
     ConsistencyResponse,
     DeliverRequest,
-    GraphCommitment,
-    GraphNonce,
     GraphRequest,
     GraphResponse,
     InputRequest,
@@ -147,7 +145,8 @@ class MaskServer(ServerRole):
             if advertised != set(participants):  # the announced degree and threshold were for these participants
                 self.log.append(f"round {self.round}: clients {sorted(set(participants) - advertised)} did not advertise; re-keying")
                 return (yield from self._key_setup(advertised))
-            commitments = tuple(GraphCommitment(c, adverts[c].graph_commitment) for c in participants)
+            commitments = tuple(adverts[c].graph_commitment for c in participants)
+            committed = b"".join(commitments)
             nonces: dict[int, bytes] = {}
 
             def accept_nonce(client: int, response: GraphResponse) -> None:
@@ -155,19 +154,19 @@ class MaskServer(ServerRole):
                     raise ProtocolError(f"graph: client {client}'s nonce does not match its commitment")
                 nonces[client] = response.nonce
 
-            outcome = yield self._step(Stage.GRAPH, lambda h: {c: GraphRequest(h, commitments) for c in participants}, accept_nonce)
+            outcome = yield self._step(Stage.GRAPH, lambda h: dict.fromkeys(participants, GraphRequest(h, committed)), accept_nonce)
             self._note(Stage.GRAPH, outcome)
             if set(nonces) != set(participants):  # every committed nonce seeds the graph: no one may withhold one
                 self.log.append(f"round {self.round}: clients {sorted(set(participants) - set(nonces))} withheld graph nonces; re-keying")
                 return (yield from self._key_setup(set(nonces)))
-            view = view_digest(**lab, participants=participants, members=participants,
-                               commitments=tuple(c.commitment for c in commitments), nonces=tuple(nonces[c] for c in participants))
-            nonce_list = tuple(GraphNonce(c, nonces[c]) for c in participants)
+            view = view_digest(**lab, participants=participants, members=participants, commitments=commitments,
+                               nonces=tuple(nonces[c] for c in participants))
+            nonce_list = b"".join(nonces[c] for c in participants)
             members = participants
         else:
             members = tuple(sorted(advertised))
             view = view_digest(**lab, participants=participants, members=members)
-            nonce_list = ()
+            nonce_list = b""
         graph = NeighbourGraph.build(kind=plan.graph, participants=members, degree=plan.degree, seed=view)
         inbox: dict[int, list[tuple[Sealed, ShareCommitment]]] = defaultdict(list)
         share_hashes: dict[tuple[int, int], ShareCommitment] = {}

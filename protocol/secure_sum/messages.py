@@ -71,20 +71,6 @@ class Signature:
 
 
 @dataclass(frozen=True)
-class GraphCommitment:
-    """A member's commitment to the nonce it adds to the sparse graph's seed."""
-
-    client: int
-    commitment: bytes
-
-
-@dataclass(frozen=True)
-class GraphNonce:
-    client: int
-    nonce: bytes
-
-
-@dataclass(frozen=True)
 class ShareCommitment:
     """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``."""
 
@@ -116,10 +102,11 @@ class AdvertiseResponse:
 
 @dataclass(frozen=True)
 class GraphRequest:
-    """Sparse graph: every member's commitment, fixed before any nonce is revealed."""
+    """Sparse graph: every participant's 32-byte commitment, concatenated in participant order,
+    fixed before any nonce is revealed."""
 
     header: Header
-    commitments: tuple[GraphCommitment, ...]
+    commitments: bytes
 
 
 @dataclass(frozen=True)
@@ -132,7 +119,7 @@ class GraphResponse:
 class ShareKeysRequest:
     header: Header
     peers: tuple[SignedKeys, ...]
-    nonces: tuple[GraphNonce, ...] = ()  # sparse graph: every member's revealed nonce
+    nonces: bytes = b""  # sparse graph: every participant's revealed 32-byte nonce, concatenated in participant order
 
 
 @dataclass(frozen=True)

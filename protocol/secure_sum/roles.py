@@ -225,7 +225,8 @@ class ClientRole(SecretMaterial, ABC):
             raise ProtocolError(f"client {self.client_id}: the contribution to sum {spec.name!r} may already be unmasked; "
                                 "refusing to mask it again (a sum is never asked for twice)")
         x = self._contribution(spec)
-        if _digest(x) in self._abandoned.get(spec.name, ()):
+        abandoned = self._abandoned.get(spec.name)
+        if abandoned and _digest(x) in abandoned:  # hashed only after an abandonment: no cost in a normal run
             raise ProtocolError(f"client {self.client_id}: sum {spec.name!r} was abandoned after its contribution could be "
                                 "unmasked; refusing to mask the same contribution again (the plan must supply a fresh one)")
         return x

@@ -36,6 +36,13 @@ class Purpose(enum.Enum):
     CKKS_CHECK = "ckks-check"  # HKDF: key of one contributor's check lanes in one ckks sum
 
 
+def int_field(value: int) -> bytes:
+    """One int field as :func:`encode_fields` writes it (tag, length 8, signed 64-bit big-endian)."""
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"int label field {value} is outside the signed 64-bit range")
+    return b"i\x00\x00\x00\x08" + value.to_bytes(8, "big", signed=True)
+
+
 def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
     """Encode fields unambiguously: a type tag, a length, then the payload, for each field.
 
@@ -48,9 +55,16 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
     """
     out = bytearray()
     for field in fields:
+        kind = type(field)
+        if kind is int:  # the common cases first: labels are built for every key, share and statement
+            out += int_field(field)
+            continue
+        if kind is bytes:
+            out += b"b" + len(field).to_bytes(4, "big") + field
+            continue
         if isinstance(field, bool):
             raise TypeError("bool is not a label field; pass an int explicitly")
-        if isinstance(field, bytes | bytearray | memoryview):
+        if isinstance(field, bytearray | memoryview):
             payload, tag = bytes(field), b"b"
         elif isinstance(field, str):
             payload, tag = field.encode("utf-8"), b"s"
@@ -60,7 +74,7 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
             payload, tag = struct.pack(">q", field), b"i"
         elif isinstance(field, Iterable):
             items = list(field)
-            if any(isinstance(i, bool) or not isinstance(i, int) for i in items):
+            if not all(type(i) is int for i in items) and any(isinstance(i, bool) or not isinstance(i, int) for i in items):
                 raise TypeError(f"an iterable label field must hold ints, got {items[:4]!r}")
             payload, tag = struct.pack(f">{len(items)}q", *items), b"l"
         else:

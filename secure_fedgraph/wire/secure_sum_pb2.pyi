@@ -47,22 +47,6 @@ class Signature(_message.Message):
     signature: bytes
     def __init__(self, client: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
-class GraphCommitment(_message.Message):
-    __slots__ = ("client", "commitment")
-    CLIENT_FIELD_NUMBER: _ClassVar[int]
-    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
-    client: int
-    commitment: bytes
-    def __init__(self, client: _Optional[int] = ..., commitment: _Optional[bytes] = ...) -> None: ...
-
-class GraphNonce(_message.Message):
-    __slots__ = ("client", "nonce")
-    CLIENT_FIELD_NUMBER: _ClassVar[int]
-    NONCE_FIELD_NUMBER: _ClassVar[int]
-    client: int
-    nonce: bytes
-    def __init__(self, client: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
-
 class ShareCommitment(_message.Message):
     __slots__ = ("owner", "holder", "seed_hash", "key_hash")
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -112,8 +96,8 @@ class GraphRequest(_message.Message):
     HEADER_FIELD_NUMBER: _ClassVar[int]
     COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
-    commitments: _containers.RepeatedCompositeFieldContainer[GraphCommitment]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., commitments: _Optional[_Iterable[_Union[GraphCommitment, _Mapping]]] = ...) -> None: ...
+    commitments: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., commitments: _Optional[bytes] = ...) -> None: ...
 
 class GraphResponse(_message.Message):
     __slots__ = ("header", "nonce")
@@ -130,8 +114,8 @@ class ShareKeysRequest(_message.Message):
     NONCES_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     peers: _containers.RepeatedCompositeFieldContainer[SignedKeys]
-    nonces: _containers.RepeatedCompositeFieldContainer[GraphNonce]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[_Iterable[_Union[GraphNonce, _Mapping]]] = ...) -> None: ...
+    nonces: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[bytes] = ...) -> None: ...
 
 class ShareKeysResponse(_message.Message):
     __slots__ = ("header", "sealed", "commitments")

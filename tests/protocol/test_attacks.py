@@ -403,6 +403,19 @@ def _tamper(stage: Stage, client: int, change):
     return hook
 
 
+def _sum_spoiled(n: int, liar: int, stage: Stage, change, *, contributors: set[int], config=MASK, drop=None) -> bool:
+    """One sum in which client ``liar`` rewrites its answer at ``stage``: True when the sum is
+    lost or wrong, False when the honest clients get the right sum over ``contributors``."""
+    session = local_session(config, range(n), drop=drop, intercept=_tamper(stage, liar, change))
+    session.start_round()
+    inputs = make_inputs(range(n), shapes=SHAPE)
+    try:
+        result = session.secure_sum("s", inputs)
+    except Exception:
+        return True  # the sum is lost
+    return not (result.contributors == frozenset(contributors) and _close(result.values["w"], sum(inputs[c]["w"] for c in contributors)))
+
+
 def test_attack_a_wrong_shamir_share_costs_the_liar_not_the_sum(monkeypatch):
     """Client 2 reveals a wrong share of dropped client 4's mask key. Checked against 4's
     commitment, it is set aside and 2 is excluded; without the check the rebuilt key is wrong
@@ -413,15 +426,7 @@ def test_attack_a_wrong_shamir_share_costs_the_liar_not_the_sum(monkeypatch):
         return dataclasses.replace(response, mask_key_shares=bad)
 
     def attack() -> bool:
-        session = local_session(MASK, range(7), drop={Stage.INPUT: {4}}, intercept=_tamper(Stage.UNMASK, 2, wrong_share))
-        session.start_round()
-        inputs = make_inputs(range(7), shapes=SHAPE)
-        try:
-            result = session.secure_sum("s", inputs)
-        except Exception:
-            return True  # the sum is lost
-        assert 2 in session.server.excluded
-        return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
+        return _sum_spoiled(7, 2, Stage.UNMASK, wrong_share, contributors=set(range(7)) - {4}, drop={Stage.INPUT: {4}})
 
     defence_stops(attack, monkeypatch, MaskServer, "_share_verified", lambda self, owner, holder, kind, value: True)
 
@@ -435,15 +440,7 @@ def test_attack_a_wrong_self_mask_key_costs_the_liar_not_the_sum(monkeypatch):
         return dataclasses.replace(response, self_mask_key=os.urandom(32))
 
     def attack() -> bool:
-        session = local_session(MASK, range(7), intercept=_tamper(Stage.UNMASK, 2, wrong_key))
-        session.start_round()
-        inputs = make_inputs(range(7), shapes=SHAPE)
-        try:
-            result = session.secure_sum("s", inputs)
-        except Exception:
-            return True
-        assert session.server.excluded.keys() == {2} and result.contributors == frozenset(range(7))
-        return not _close(result.values["w"], sum(inputs[c]["w"] for c in range(7)))
+        return _sum_spoiled(7, 2, Stage.UNMASK, wrong_key, contributors=set(range(7)))  # 2's input counts: its seed is rebuilt
 
     defence_stops(attack, monkeypatch, MaskServer, "_self_key_verified", lambda self, client, key, committed, index: True)
 
@@ -785,14 +782,7 @@ def test_attack_a_wrongly_shaped_upload_takes_its_sender_out_not_the_sum(monkeyp
         return dataclasses.replace(response, payload=response.payload[:-1])
 
     def attack() -> bool:
-        session = local_session(MASK, range(5), intercept=_tamper(Stage.INPUT, 1, short))
-        session.start_round()
-        inputs = make_inputs(range(5), shapes=SHAPE)
-        try:
-            result = session.secure_sum("s", inputs)
-        except Exception:
-            return True  # the sum is lost
-        return not (result.contributors == frozenset({0, 2, 3, 4}) and _close(result.values["w"], sum(inputs[c]["w"] for c in (0, 2, 3, 4))))
+        return _sum_spoiled(5, 1, Stage.INPUT, short, contributors={0, 2, 3, 4})
 
     defence_stops(attack, monkeypatch, MaskServer, "_check_upload", staticmethod(lambda client, y, acc: None))
 
@@ -846,3 +836,19 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
         return host.role.directory[1] == attacker_key
 
     defence_stops(attack, monkeypatch, pki, "verify_issuer", lambda cert, ca: None)
+
+
+def test_liars_are_excluded_and_named_in_the_runs_metrics():
+    """threat_model.md M-LIAR: the run's metrics name each excluded client and why, and the
+    rounds after the lie go on without it."""
+    from secure_fedgraph.papers import FedAvgVector
+    from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
+    from secure_fedgraph.simulate import simulate
+
+    def wrong_key(response: UnmaskResponse) -> UnmaskResponse:
+        return dataclasses.replace(response, self_mask_key=os.urandom(32))
+
+    result = simulate(FedAvgVector(FedAvgVectorConfig(clients=6, length=16, rounds=2)), MASK, intercept=_tamper(Stage.UNMASK, 2, wrong_key))
+    assert set(result.metrics["excluded"]) == {"2"} and "fails its commitment" in result.metrics["excluded"]["2"]
+    assert "excluded" in result.metrics["dropped"]["2"]
+    assert [r["clients"] for r in result.metrics["rounds"]] == [6, 5]  # the lie still counted its (rebuilt) input once

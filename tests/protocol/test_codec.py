@@ -29,8 +29,6 @@ SAMPLES = {
     m.Sealed: m.Sealed(1, 2, b"sealed"),
     m.Share: m.Share(3, b"v" * 66),
     m.Signature: m.Signature(5, b"z" * 64),
-    m.GraphCommitment: m.GraphCommitment(6, b"g" * 32),
-    m.GraphNonce: m.GraphNonce(7, b"n" * 32),
     m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
