@@ -136,7 +136,7 @@ class ClientPolicy:
                 raise self._refuse(f"server announced a complete graph of degree {plan.degree} over {n} participants", "adversary")
             needed = complete_threshold(n, c, self.adversary.threat)
             if plan.threshold < needed:
-                raise self._refuse(f"server announced threshold {plan.threshold} for {n} participants, below the {needed} that a "
+                raise self._refuse(f"server announced threshold {plan.threshold} for {n} participants, below the {needed} that an "
                                    f"{self.adversary.describe()} needs", "adversary")
         if plan.streaming:
             if not self.allow_streaming:
