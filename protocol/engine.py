@@ -12,7 +12,6 @@ underneath, in the client's secure-sum role.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -44,20 +43,11 @@ from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+from secure_fedgraph.seeds import derive_seed
 
 Need = Receive | SecureSum | Upload
 RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
 ClientPlan = Generator[Need, Any, None]
-
-
-def derive_seed(run_seed: int, *labels: str | int) -> int:
-    """A 64-bit seed for one purpose, from the run seed and labels (role, client, round, ...).
-
-    Experimental randomness only (initialisation, sampling, simulated noise); cryptographic
-    randomness never comes from here.
-    """
-    digest = hashlib.sha256(repr((run_seed, *labels)).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 @dataclass

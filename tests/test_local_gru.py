@@ -9,7 +9,7 @@ import pytest
 from secure_fedgraph.papers import PLANS, LocalGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.engine import derive_seed
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.simulate import simulate
 from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of

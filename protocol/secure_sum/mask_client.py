@@ -85,27 +85,18 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     UnmaskRequest,
     UnmaskResponse,
 )
+from secure_fedgraph.protocol.secure_sum import mask_format
+from secure_fedgraph.protocol.secure_sum.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 from secure_fedgraph.protocol.spec import SumResult, SumSpec
-
-SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES
-NONCE_BYTES = 32
-
 
 def _split(blob: bytes, count: int, size: int = NONCE_BYTES) -> tuple[bytes, ...] | None:
     """``count`` values of ``size`` bytes concatenated in ``blob``, or None if it is not that."""
     if len(blob) != count * size:
         return None
     return tuple(blob[i : i + size] for i in range(0, len(blob), size))
-
-
-def clipped_count_is_possible(clipped: int, *, contributors: int, values: int) -> bool:
-    """Every honest contributor adds at most ``values`` to the clipped-count lane: a count
-    outside [0, contributors * values] means the unmasked sum is garbage (a wrong key, bit
-    flips, a malicious upload), which a 64-bit random vector passes with probability ~2^-40."""
-    return 0 <= clipped <= contributors * values
 
 
 @dataclass
@@ -490,7 +481,7 @@ class MaskClient(ClientRole):
         if agg is None or agg.shape != (spec.size + 1,) or agg.dtype != np.dtype(f"<u{encoding.ring_bits // 8}"):
             raise self._fail("delivered aggregate has the wrong shape or dtype")
         clipped = encoding.decode_count(agg[-1])
-        if not clipped_count_is_possible(clipped, contributors=len(contributors), values=spec.size):
+        if not mask_format.clipped_count_is_possible(clipped, contributors=len(contributors), values=spec.size):
             raise self._fail(f"delivered sum {request.sum_index} is corrupt: its clipped count {clipped} is impossible")
         values = encoding.decode_sum(np.ascontiguousarray(agg[:-1]))
         self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, encoding.error_bound(len(contributors))))

@@ -55,8 +55,8 @@ from secure_fedgraph.protocol.secure_sum.keyring import (
     verify_keys,
     view_digest,
 )
-from secure_fedgraph.protocol.secure_sum import mask_client
-from secure_fedgraph.protocol.secure_sum.mask_client import NONCE_BYTES, SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.secure_sum import mask_format
+from secure_fedgraph.protocol.secure_sum.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
 from secure_fedgraph.protocol.secure_sum.messages import (
     AdvertiseRequest,
     AdvertiseResponse,
@@ -374,7 +374,7 @@ class MaskServer(ServerRole):
         for v in sorted(survivors):
             self._prg.add_into(acc, self_keys[v], stream_id=0, sign=-1)
         clipped = encoding.decode_count(acc[-1])
-        if not mask_client.clipped_count_is_possible(clipped, contributors=len(survivors), values=spec.size):
+        if not mask_format.clipped_count_is_possible(clipped, contributors=len(survivors), values=spec.size):
             raise self._abandon(spec, f"the unmasked sum is corrupt (clipped count {clipped}): some contributor sent garbage",
                                 survivors - missing)
         self.live = survivors - missing - set(self.excluded)

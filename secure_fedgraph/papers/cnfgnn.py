@@ -60,7 +60,8 @@ from secure_fedgraph.papers.traffic import (
     server_normalisation,
 )
 from secure_fedgraph.privacy import GaussianRows, epsilon_of
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, rmse_mae, single_thread, train_local, weights_of

@@ -42,7 +42,8 @@ from secure_fedgraph.papers.traffic import (
     report_errors,
     server_normalisation,
 )
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumSpec
 from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of
 

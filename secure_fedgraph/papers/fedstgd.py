@@ -51,7 +51,8 @@ from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape
 from secure_fedgraph.papers.base import Plan, positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
 from secure_fedgraph.protocol.collectives import Receive, SecureSum
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext, derive_seed
+from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.training.forecasting import load_weights
 from secure_fedgraph.training.sum_tape import SumTape

@@ -56,7 +56,7 @@ from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
 from secure_fedgraph.papers.base import positive, positive_number
 from secure_fedgraph.papers.traffic import METR_LA_SENSORS, check_sensors, dataset
-from secure_fedgraph.protocol.engine import derive_seed
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, rmse_mae, single_thread
 

@@ -31,7 +31,7 @@ from secure_fedgraph.protocol.secure_sum import (
     local_session,
     make_client,
 )
-from secure_fedgraph.protocol.secure_sum import keyring, mask_client, policy
+from secure_fedgraph.protocol.secure_sum import keyring, mask_client, mask_format, policy
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import MaskPlan
 from secure_fedgraph.protocol.secure_sum.mask_client import MaskClient
@@ -460,7 +460,7 @@ def test_attack_a_garbage_upload_is_caught_before_it_is_released(monkeypatch):
         result = session.secure_sum("s", make_inputs(range(5), shapes=SHAPE))
         return result.values is not None  # a corrupt sum was released
 
-    defence_stops(attack, monkeypatch, mask_client, "clipped_count_is_possible", lambda clipped, **kw: True)
+    defence_stops(attack, monkeypatch, mask_format, "clipped_count_is_possible", lambda clipped, **kw: True)
 
 
 def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):

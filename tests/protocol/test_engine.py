@@ -9,7 +9,8 @@ import pytest
 
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext, derive_seed
+from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
+from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.messages import SERVER, BroadcastRequest, Header, NamedTensor
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec, TensorSpec, make_client
 from secure_fedgraph.simulate import simulate

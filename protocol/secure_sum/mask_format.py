@@ -1,0 +1,20 @@
+"""What both mask roles agree on about mask messages: sizes they check, and the count-lane test.
+
+Kept apart from the roles so the server role need not import the client role.
+"""
+
+from __future__ import annotations
+
+from secure_fedgraph.crypto import shamir
+
+__all__ = ["NONCE_BYTES", "SEALED_SHARES_BYTES", "clipped_count_is_possible"]
+
+SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES  # a holder's share of the mask key and of the self-mask key
+NONCE_BYTES = 32  # a client's graph nonce
+
+
+def clipped_count_is_possible(clipped: int, *, contributors: int, values: int) -> bool:
+    """Every honest contributor adds at most ``values`` to the clipped-count lane: a count
+    outside [0, contributors * values] means the unmasked sum is garbage (a wrong key, bit
+    flips, a malicious upload), which a 64-bit random vector passes with probability ~2^-40."""
+    return 0 <= clipped <= contributors * values
