@@ -38,7 +38,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from secure_fedgraph.data.hzmetro import STEPS_PER_DAY
 
 ADJACENCIES = ("decomposed", "exact", "off")  # eq. 21; TGCRN's eq. 5 (one party); no graph ("w/o All,All")
 MLP_UNITS = 4  # "an initial layer mapping inputs to four neurons, ReLU, a final Softmax"
@@ -130,6 +129,7 @@ class ModelShape:
     steps_in: int = 4
     steps_out: int = 4
     gnea: bool = True  # eqs. 19-20; False: Ẽ = E_v (the "w/o GNEA" ablation)
+    slots_per_day: int = 73  # rows of E_τ: HZMetro's 15-minute slots, 05:30 .. 23:30 (the plan passes its data's)
 
     @property
     def steps(self) -> int:
@@ -172,7 +172,7 @@ class FedSTGDModel(nn.Module):
         self.shape, self.n_total, self.alpha, self.adjacency = shape, n_total, alpha, adjacency
         s = shape
         self.node_embedding = nn.Parameter(torch.empty(n_stations, s.node_dim))  # private E_v
-        self.time_embedding = nn.Parameter(torch.empty(STEPS_PER_DAY, s.time_dim))  # E_τ per slot
+        self.time_embedding = nn.Parameter(torch.empty(s.slots_per_day, s.time_dim))  # E_τ per slot
         self.node_projection = nn.Linear(s.node_dim, s.embed_rank, bias=False)
         self.time_projection = nn.Linear(s.time_dim, s.embed_rank)
         self.gnea = FourUnitMLP(s.node_dim)  # W_NL of eq. 19

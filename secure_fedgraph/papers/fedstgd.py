@@ -162,7 +162,8 @@ class FedSTGDConfig:
 
     @property
     def shape(self) -> ModelShape:
-        return ModelShape(hidden=self.hidden, node_dim=self.node_dim, time_dim=self.time_dim, embed_rank=self.embed_rank, gnea=self.gnea)
+        return ModelShape(hidden=self.hidden, node_dim=self.node_dim, time_dim=self.time_dim, embed_rank=self.embed_rank, gnea=self.gnea,
+                          slots_per_day=STEPS_PER_DAY)
 
     def windows(self, split: str) -> int:
         """Windows in a split: 66 per day (4 in, 4 out, never across days), capped."""
