@@ -36,7 +36,7 @@ import torch
 
 from secure_fedgraph.models import GraphNet
 from secure_fedgraph.models.graph_net import reference_forward as reference
-from secure_fedgraph.papers.traffic import dataset
+from secure_fedgraph.data.metr_la import load_cached
 
 Forward = Callable[[GraphNet, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -94,7 +94,7 @@ def _difference(gn: GraphNet, inputs: tuple[torch.Tensor, ...]) -> tuple[float, 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    adjacency = torch.as_tensor(dataset(None).adjacency[: args.sensors, : args.sensors])
+    adjacency = torch.as_tensor(load_cached(None).adjacency[: args.sensors, : args.sensors])
     edge_index = adjacency.nonzero().t().contiguous()
     edge_weight = adjacency[edge_index[0], edge_index[1]].float()
     torch.manual_seed(args.seed)

@@ -15,7 +15,7 @@ from secure_fedgraph.data import dcrnn_windows
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.papers.traffic import dataset
+from secure_fedgraph.data.metr_la import load_cached
 from secure_fedgraph.training.centralised import (
     GRU,
     GRU_GN,
@@ -58,7 +58,7 @@ def test_model_sizes_are_the_papers():
     and 1,237,312 in the Graph Network (PyTorch counts; nothing is trained at full size)."""
     config = CentralisedConfig()
     assert sum(p.numel() for p in build_gru(config).parameters()) == 62_501
-    edge_index, edge_weight = sensor_graph(dataset(None).adjacency)
+    edge_index, edge_weight = sensor_graph(load_cached(None).adjacency)
     model = build_gru_gn(config, edge_index, edge_weight, 207)
     assert sum(p.numel() for p in model.node.parameters()) == 13_056 + 50_688 + 129 == 63_873
     assert sum(p.numel() for p in model.graph_net.parameters()) == 1_237_312
@@ -73,7 +73,7 @@ def test_sensor_graph_is_cnfgnns_dense_to_sparse():
     assert edge_index.tolist() == [[0, 0, 1, 2, 2], [0, 1, 1, 0, 2]]
     assert edge_weight.tolist() == [1.0, 0.5, 1.0, 0.25, 1.0]
     assert edge_index.dtype == torch.int64 and edge_weight.dtype == torch.float32
-    full_index, _ = sensor_graph(dataset(None).adjacency)
+    full_index, _ = sensor_graph(load_cached(None).adjacency)
     assert full_index.shape == (2, 1722) and (full_index[0] == full_index[1]).sum() == 207
     with pytest.raises(ValueError, match="square"):
         sensor_graph(np.ones((2, 3)))
@@ -154,7 +154,7 @@ def test_training_leaves_the_global_rng_alone():
 def test_normalisation_is_the_pooled_training_statistics():
     config = CentralisedConfig(**TINY)
     data = load_pooled(config)
-    speeds = dcrnn_windows(dataset(None).speed[:, :5], max_windows=40).x["train"][..., 0].astype(np.float64)
+    speeds = dcrnn_windows(load_cached(None).speed[:, :5], max_windows=40).x["train"][..., 0].astype(np.float64)
     assert data.mean == pytest.approx(speeds.mean(), rel=1e-12)
     assert data.std == pytest.approx(speeds.std(), rel=1e-9)
     assert data.sensors == 5 and data.adjacency.shape == (5, 5)

@@ -13,6 +13,7 @@ standard deviation of the training inputs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -22,12 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from secure_fedgraph.data.locate import data_root, require
-from secure_fedgraph.errors import DataNotFoundError
+from secure_fedgraph.errors import ConfigError, DataNotFoundError
 
 PACKAGED = Path(__file__).with_name("files") / "metr_la_week1.npz"
 SPEED_SHA256 = "aa5479b18b634a4a2905bdf7f37abc85bfe4b71d8f4c70de53689ed8389c54b5"
 ADJACENCY_SHA256 = "dda879e31ba37b9f5b351639546197ab57c98812478895a496ef7fdb9004b698"
 STEPS_PER_DAY = 288  # five-minute steps
+METR_LA_SENSORS = 207
 
 
 def _sha256(array: np.ndarray) -> str:
@@ -138,3 +140,15 @@ def dcrnn_windows(
         ys[split] = y[lo:hi, ..., 0].copy()
         tods[split] = y[lo:hi, ..., 1].copy()
     return TrafficSplits(xs, ys, tods)
+
+
+def check_sensors(sensors: int | None) -> None:
+    """A sensor count for a METR-LA run: None (all 207) or an int in [2, 207]."""
+    if sensors is not None and (isinstance(sensors, bool) or not isinstance(sensors, int) or not 2 <= sensors <= METR_LA_SENSORS):
+        raise ConfigError(f"sensors must be an int in [2, {METR_LA_SENSORS}], got {sensors!r}")
+
+
+@functools.lru_cache(maxsize=4)
+def load_cached(data_dir: str | None) -> MetrLA:
+    """:meth:`MetrLA.load`, once per data directory and process (every hosted client reads it)."""
+    return MetrLA.load(data_dir)

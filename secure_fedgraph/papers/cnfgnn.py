@@ -48,12 +48,11 @@ import torch
 from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.papers.base import positive, positive_number
+from secure_fedgraph.data.metr_la import check_sensors, load_cached
+from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
-    check_sensors,
     client_normalisation,
-    dataset,
     errors_spec,
     released_errors,
     report_errors,
@@ -161,7 +160,7 @@ class CNFGNN(SensorPlan):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
-        return SensorGraph(*sensor_graph(dataset(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
+        return SensorGraph(*sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
 
     def _client_model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size, graph_size=self.config.hidden_size)

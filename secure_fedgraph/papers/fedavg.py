@@ -32,10 +32,10 @@ import torch
 
 from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
-from secure_fedgraph.papers.base import positive, positive_number
+from secure_fedgraph.data.metr_la import check_sensors
+from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
-    check_sensors,
     client_normalisation,
     errors_spec,
     released_errors,

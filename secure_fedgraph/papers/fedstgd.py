@@ -48,7 +48,8 @@ import torch
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, masked_error_sums, metro_windows, partition_stations, pooled_errors
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
-from secure_fedgraph.papers.base import Plan, positive, positive_number
+from secure_fedgraph.papers.base import Plan
+from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
 from secure_fedgraph.protocol.collectives import Receive, SecureSum
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext

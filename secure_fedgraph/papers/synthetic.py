@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from secure_fedgraph.errors import SumAbandoned
-from secure_fedgraph.papers.base import Plan, positive
+from secure_fedgraph.papers.base import Plan
+from secure_fedgraph.validation import positive
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.secure_sum.config import Backend

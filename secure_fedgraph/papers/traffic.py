@@ -9,20 +9,18 @@ error) without revealing any sensor's. Metrics: each client's squared and absolu
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from typing import Any
 
-from secure_fedgraph.data import MetrLA, dcrnn_windows
-from secure_fedgraph.data.metr_la import TrafficSplits
-from secure_fedgraph.errors import ConfigError, SumAbandoned
+from secure_fedgraph.data import dcrnn_windows
+from secure_fedgraph.data.metr_la import METR_LA_SENSORS, TrafficSplits, load_cached
+from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.steps import StepGen
 
-METR_LA_SENSORS = 207
 MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
 
 
@@ -32,19 +30,9 @@ def errors_spec(name: str, fields: tuple[str, ...] = ("sse", "sae", "count"), cl
     return SumSpec(name, tuple(TensorSpec(f, (1,)) for f in fields), clip_range=clip_range)
 
 
-def check_sensors(sensors: int | None) -> None:
-    if sensors is not None and (isinstance(sensors, bool) or not isinstance(sensors, int) or not 2 <= sensors <= METR_LA_SENSORS):
-        raise ConfigError(f"sensors must be an int in [2, {METR_LA_SENSORS}], got {sensors!r}")
-
-
-@functools.lru_cache(maxsize=4)
-def dataset(data_dir: str | None) -> MetrLA:
-    return MetrLA.load(data_dir)
-
-
 def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None) -> TrafficSplits:
     """One sensor's raw windows (mph), DCRNN's split: all a client reads."""
-    speed = dataset(None if data_dir is None else str(data_dir)).speed
+    speed = load_cached(None if data_dir is None else str(data_dir)).speed
     return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows)
 
 

@@ -54,8 +54,8 @@ from secure_fedgraph.data import TrafficSplits, dcrnn_windows
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.papers.base import positive, positive_number
-from secure_fedgraph.papers.traffic import METR_LA_SENSORS, check_sensors, dataset
+from secure_fedgraph.data.metr_la import METR_LA_SENSORS, check_sensors, load_cached
+from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, rmse_mae, single_thread
@@ -252,7 +252,7 @@ class PooledData:
 def load_pooled(config: CentralisedConfig, data_dir: str | os.PathLike | None = None) -> PooledData:
     """The first ``config.sensors`` sensors' DCRNN windows, z-scored with their pooled training
     statistics, and their subgraph."""
-    data = dataset(None if data_dir is None else str(data_dir))
+    data = load_cached(None if data_dir is None else str(data_dir))
     n = config.sensors or METR_LA_SENSORS
     raw = dcrnn_windows(data.speed[:, :n], max_windows=config.max_windows)
     mean, mean_square = raw.training_moments()
