@@ -34,6 +34,7 @@ client holding the key, colluding with the server, learns every client's input (
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -116,21 +117,24 @@ class CheckLanes:
     def _stream(self, *fields, count: int) -> np.ndarray:
         return _uniform(derive_key(self._key, label(Purpose.CKKS_CHECK, *self._label, *fields)), count)
 
-    def own(self, client: int, chunk: int) -> np.ndarray:
-        """m_i of one chunk (CHECK_LANES values)."""
-        return self._clip * self._stream("own", client, chunk, count=CHECK_LANES)
+    def own(self, client: int, chunks: int) -> np.ndarray:
+        """m_i of every chunk, (chunks, CHECK_LANES): one key derivation per contributor and sum."""
+        return self._clip * self._stream("own", client, chunks, count=CHECK_LANES * chunks).reshape(chunks, CHECK_LANES)
 
     def weights(self, chunk: int, length: int) -> np.ndarray:
         """r of one chunk: (CHECK_LANES, length), the same for every client."""
         return self._stream("weights", chunk, length, count=CHECK_LANES * length).reshape(CHECK_LANES, length) / length
 
-    def tag(self, client: int, chunk: int, lanes: np.ndarray) -> np.ndarray:
-        return self.own(client, chunk) + self.weights(chunk, lanes.size) @ lanes
+    def tagger(self, client: int, chunks: int) -> Callable[[int, np.ndarray], np.ndarray]:
+        """``check`` for :meth:`SecretContext.encrypt`: chunk j's tag, m_i[j] + <r_j, lanes>."""
+        own = self.own(client, chunks)
+        return lambda j, lanes: own[j] + self.weights(j, lanes.size) @ lanes
 
     def holds(self, chunks: list[tuple[np.ndarray, np.ndarray]], contributors, *, tolerance: float) -> bool:
         """Whether a decrypted aggregate's check lanes are exactly its contributors' tags."""
+        owns = sum(self.own(c, len(chunks)) for c in contributors)
         for j, (lanes, check) in enumerate(chunks):
-            expected = sum(self.own(c, j) for c in contributors) + self.weights(j, lanes.size) @ lanes
+            expected = owns[j] + self.weights(j, lanes.size) @ lanes
             if not np.all(np.abs(check - expected) <= tolerance):
                 return False
         return True
@@ -394,7 +398,7 @@ class CkksClient(ClientRole):
         x = self._fresh(request.spec)
         checks = self._checks(request.sum_index, request.header.round, clip_range)
         ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits,
-                                               check=lambda chunk, lanes: checks.tag(self.client_id, chunk, lanes))
+                                               check=checks.tagger(self.client_id, params.chunks(request.spec.size)))
         self._expose(request.spec)  # any key holder can decrypt it from now on
         self._pending = (request.sum_index, request.header.round, request.spec, clip_range, scale_bits)
         return InputResponse(self._header(request), None, tuple(ciphertexts))

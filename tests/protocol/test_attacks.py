@@ -103,6 +103,17 @@ def test_attack_withheld_delivery_then_ask_again_without_one_client(monkeypatch,
     defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
 
 
+def _hosts(config: SecureSumConfig, n: int, plan, server_class):
+    """A server of ``server_class`` and n client hosts running ``plan``, in one process."""
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    directory = {c: k.public_bytes for c, k in identities.items()}
+    session = os.urandom(16)
+    server = server_class(config, session=session, directory=directory, clients=list(range(n)))
+    hosts = {c: ClientHost(role=make_client(config, client_id=c, session=session, identity=identities[c], directory=directory),
+                           plan=plan, context=ClientContext(c, 0)) for c in range(n)}
+    return server, hosts
+
+
 def test_attack_withheld_delivery_then_ask_again_through_client_hosts(monkeypatch):
     """The same attack against ClientHost, which the gRPC client runs, with plans that even
     retry with the same contribution when told the sum was abandoned: the role refuses it."""
@@ -118,12 +129,7 @@ def test_attack_withheld_delivery_then_ask_again_through_client_hosts(monkeypatc
             yield ctx.secure_sum("s", inputs[ctx.client_id])  # a careless plan: the same tensors again
 
     def attack() -> bool:
-        identities = {c: IdentityKey.generate() for c in range(n)}
-        directory = {c: k.public_bytes for c, k in identities.items()}
-        session = os.urandom(16)
-        server = WithholdingServer(MASK, session=session, directory=directory, clients=list(range(n)))
-        hosts = {c: ClientHost(role=make_client(MASK, client_id=c, session=session, identity=identities[c], directory=directory),
-                               plan=stubborn, context=ClientContext(c, 0)) for c in range(n)}
+        server, hosts = _hosts(MASK, n, stubborn, WithholdingServer)
         runner = LocalRunner(server, hosts)
         spec = SumSpec.of("s", inputs[0])
         runner.run(server.setup(0))
@@ -491,15 +497,6 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
 CKKS = SecureSumConfig(backend=Backend.CKKS)
 
 
-def _ckks_hosts(n: int, plan, server_class):
-    """A ckks server of ``server_class`` and n client hosts running ``plan``, in one process."""
-    identities = {c: IdentityKey.generate() for c in range(n)}
-    directory = {c: k.public_bytes for c, k in identities.items()}
-    session = os.urandom(16)
-    server = server_class(CKKS, session=session, directory=directory, clients=list(range(n)))
-    hosts = {c: ClientHost(role=make_client(CKKS, client_id=c, session=session, identity=identities[c], directory=directory),
-                           plan=plan, context=ClientContext(c, 0)) for c in range(n)}
-    return server, hosts
 
 
 def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch):
@@ -536,7 +533,7 @@ def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch
             return (yield from collectives.upload(self.seq, [0], RELEASE_PREFIX + spec.name, spec))
 
     def attack() -> bool:
-        server, hosts = _ckks_hosts(n, plan, Oracle)
+        server, hosts = _hosts(CKKS, n, plan, Oracle)
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
@@ -585,7 +582,7 @@ def test_attack_ckks_two_contributor_sets_released_by_two_clients(monkeypatch):
             return (yield from collectives.upload(self.seq, [0, 2], RELEASE_PREFIX + spec.name, spec))
 
     def attack() -> bool:
-        server, hosts = _ckks_hosts(n, plan, Differencing)
+        server, hosts = _hosts(CKKS, n, plan, Differencing)
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
@@ -609,7 +606,7 @@ def test_attack_ckks_release_of_a_sum_the_plan_did_not_mark(monkeypatch):
     def attack() -> bool:
         from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
 
-        server, hosts = _ckks_hosts(n, plan, CkksServer)
+        server, hosts = _hosts(CKKS, n, plan, CkksServer)
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         spec = SumSpec.of("weights", inputs[0])
