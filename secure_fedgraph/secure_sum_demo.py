@@ -17,7 +17,8 @@ import numpy as np
 from scipy import stats
 
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, local_session
+from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
 
 

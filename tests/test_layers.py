@@ -1,6 +1,7 @@
 """Imports point one way (issue 13): the lower rooms never import the higher ones, so a reader
-of data/, models/ or training/ needs nothing from the protocol or the plans, and the mask
-server role needs nothing from the client role."""
+of data/, models/ or training/ needs nothing from the protocol or the plans, the mask
+server role needs nothing from the client role, and the secure-sum backends and the transports
+know nothing of each other (protocol/local.py wires them together)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,11 @@ FORBIDDEN = {
     "secure_fedgraph/models": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.data"),
     "secure_fedgraph/training": ("secure_fedgraph.papers", "secure_fedgraph.protocol"),
     "secure_fedgraph/crypto": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training"),
+    "protocol/secure_sum": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
+                            "secure_fedgraph.protocol.local", "secure_fedgraph.papers", "secure_fedgraph.training"),
     "protocol/secure_sum/mask_server.py": ("secure_fedgraph.protocol.secure_sum.mask_client",),
+    "protocol/transports": ("secure_fedgraph.protocol.secure_sum", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
+                            "secure_fedgraph.crypto", "secure_fedgraph.papers", "secure_fedgraph.training"),
 }
 
 

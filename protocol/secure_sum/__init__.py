@@ -3,11 +3,13 @@
 Client side: a :class:`ClientRole` (``make_client``) answers the server's requests; stage a
 contribution with ``contribute(name, tensors)``. Server side: a :class:`ServerRole`
 (``make_server``) runs ``setup(round)`` once per round, then ``aggregate(spec)`` per sum;
-both are generators of :class:`Step` that a driver executes (``local.LocalRunner`` in one
-process; the gRPC runtime across processes).
+both are generators of :class:`Step` that a driver executes (the in-process transport's
+``LocalRunner``, wired up by :func:`secure_fedgraph.protocol.local.local_session`; the gRPC
+runtime across processes). This package imports no transport: the drivers sit above it.
 
     >>> import numpy as np
-    >>> from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, local_session
+    >>> from secure_fedgraph.protocol.local import local_session
+    >>> from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
     >>> session = local_session(SecureSumConfig(backend=Backend.MASK), range(3))
     >>> session.start_round()
     >>> result = session.secure_sum("demo", {c: {"w": np.full(4, c, dtype=np.float32)} for c in range(3)})
@@ -19,8 +21,6 @@ from secure_fedgraph.protocol.secure_sum.adversary import Adversary, Threat
 from secure_fedgraph.protocol.secure_sum.config import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
-from secure_fedgraph.protocol.secure_sum.local import LocalSession, local_session
-from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
 from secure_fedgraph.protocol.steps import Step, StepOutcome
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec
@@ -37,9 +37,6 @@ __all__ = [
     "SecureSumConfig",
     "make_client",
     "make_server",
-    "LocalRunner",
-    "LocalSession",
-    "local_session",
     "ClientRole",
     "ServerRole",
     "Step",

@@ -20,6 +20,7 @@ from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
+from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.secure_sum import (
     Backend,
     ClientPolicy,
@@ -28,7 +29,6 @@ from secure_fedgraph.protocol.secure_sum import (
     SecureSumConfig,
     Stage,
     SumSpec,
-    local_session,
     make_client,
 )
 from secure_fedgraph.protocol.secure_sum import keyring, mask_client, mask_format, policy

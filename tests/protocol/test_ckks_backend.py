@@ -8,7 +8,8 @@ import tenseal as ts
 
 from secure_fedgraph.crypto.ckks import SecretContext
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, local_session
+from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum.messages import KeyDealResponse
 from tests.helpers import make_inputs, max_error, plain_sum

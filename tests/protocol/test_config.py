@@ -81,7 +81,8 @@ def test_server_announcing_weaker_parameters_is_refused_by_clients():
     import dataclasses
 
     from secure_fedgraph.errors import ProtocolError
-    from secure_fedgraph.protocol.secure_sum import Backend, Stage, local_session
+    from secure_fedgraph.protocol.local import local_session
+    from secure_fedgraph.protocol.secure_sum import Backend, Stage
     from secure_fedgraph.protocol import codec
 
     def weaken(direction, stage, client, data):

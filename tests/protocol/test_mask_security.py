@@ -11,7 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from scipy import stats
 
 from secure_fedgraph.errors import CapacityError, ProtocolError
-from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, SumSpec, local_session
+from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage, SumSpec
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
 from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum, sparse_config

@@ -1,7 +1,8 @@
 """Run a secure sum with every party in one process (for tests, benchmarks and the demo).
 
 ``local_session`` wires a server role and its client roles through the in-process transport
-(:class:`~secure_fedgraph.protocol.transports.inprocess.LocalRunner`).
+(:class:`~secure_fedgraph.protocol.transports.inprocess.LocalRunner`). It sits above both the
+secure-sum backends and the transports, so neither of those imports the other.
 """
 
 from __future__ import annotations
