@@ -46,7 +46,7 @@ import torch
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig
-from secure_fedgraph.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate
 
 # name -> (secure-sum config in one process, server options over gRPC)
 VARIANTS = {

@@ -38,6 +38,7 @@ from secure_fedgraph.protocol.messages import (
     named,
     tensors_of,
 )
+from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.session import Sequencer
@@ -94,6 +95,12 @@ class ServerContext:
     @property
     def round(self) -> int:
         return self.seq.round
+
+    @property
+    def server_reads_sums(self) -> bool:
+        """Whether the backend lets the server read a sum (mask, plain) or only the clients can
+        decrypt it (ckks), so a plan can ask for ``server_only`` sums without naming backends."""
+        return self.role.backend is not Backend.CKKS
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -146,9 +146,9 @@ def _client(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from secure_fedgraph.progress import human_bytes
+    from secure_fedgraph.runs.progress import human_bytes
     from secure_fedgraph.protocol.secure_sum.config import config_to_dict
-    from secure_fedgraph.simulate import simulate
+    from secure_fedgraph.runs.simulate import simulate
 
     plan, secure = _plan(args), _secure_config(args)
     out = Path(args.out)
@@ -180,7 +180,7 @@ def _test_summary(metrics: dict) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from secure_fedgraph.comparison import METHODS, TABLE_7, Budget, compare, markdown, write
+    from secure_fedgraph.runs.comparison import METHODS, TABLE_7, Budget, compare, markdown, write
     from secure_fedgraph.protocol.secure_sum import Backend
 
     if args.methods is None:
@@ -198,7 +198,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from secure_fedgraph.demo import DemoOptions, run_demo
+    from secure_fedgraph.runs.demo import DemoOptions, run_demo
 
     options = DemoOptions(
         clients=args.clients, processes=args.processes, rounds=args.rounds, local_steps=args.local_steps,
@@ -209,7 +209,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _sum_demo(args: argparse.Namespace) -> int:
     from secure_fedgraph.protocol.secure_sum import Backend
-    from secure_fedgraph.secure_sum_demo import DemoConfig, run
+    from secure_fedgraph.runs.secure_sum_demo import DemoConfig, run
 
     if args.size < 10 or args.size % 10:
         raise ConfigError("--size must be a positive multiple of 10")

@@ -23,7 +23,7 @@ from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.progress import RoundLog, traffic_summary
+from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ServerContext
 from secure_fedgraph.protocol.messages import Ack, Welcome
 from secure_fedgraph.protocol.secure_sum.adversary import majority

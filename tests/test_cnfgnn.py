@@ -14,7 +14,7 @@ from secure_fedgraph.privacy import GaussianRows, epsilon_of
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
-from secure_fedgraph.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import assert_no_readings, pooled_normalisation
 
 TINY = dict(sensors=4, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=30, batch_size=16, server_batch_size=12)
@@ -174,7 +174,8 @@ def _centralised_split_learning(plan: CNFGNN, cross_terms: bool = True) -> float
     """The SL variant's first round computed in one place with autograd: every client's model,
     the GN, the loss sum_i L_i, one Adam per client and one for the GN (on the mean). Returns
     the validation RMSE. ``cross_terms=False`` drops the gradient through the GN to the encoders."""
-    from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, single_thread, weights_of
+    from secure_fedgraph.training.forecasting import error_sums, load_weights, single_thread, weights_of
+    from secure_fedgraph.training.metrics import rmse_mae
 
     c = plan.config
     raws = [plan.load_client_data(i, None) for i in plan.client_ids()]

@@ -16,7 +16,7 @@ from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
 from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.sum_tape import SumTape
 from tests.helpers import HZMETRO_DIR, needs_hzmetro
 

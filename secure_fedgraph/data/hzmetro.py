@@ -22,14 +22,14 @@ Pipeline:
    (``per_channel=True`` gives one pair per channel). :meth:`MetroSplits.training_sums`
    returns the sums behind it, so clients can pool them with a secure sum.
 4. :func:`partition_stations` gives M clients contiguous blocks of station indices.
-5. :func:`masked_error_sums` and :func:`pooled_errors`: RMSE, MAE and MAPE with TGCRN's mask.
+
+The error metrics (TGCRN's masked RMSE, MAE and MAPE) are in training/metrics.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import math
 import os
 import pickle
 from collections.abc import Mapping, Sequence
@@ -447,59 +447,3 @@ def partition_stations(n_clients: int, n_stations: int = N_STATIONS) -> tuple[np
     if not 1 <= n_clients <= n_stations:
         raise ValueError(f"n_clients must be in [1, {n_stations}], got {n_clients}")
     return tuple(block.copy() for block in np.array_split(np.arange(n_stations), n_clients))
-
-
-# -- metrics ---------------------------------------------------------------------------------
-
-MASK_THRESHOLD = 0.0
-
-
-def masked_error_sums(prediction: np.ndarray, target: np.ndarray, *, threshold: float = MASK_THRESHOLD) -> dict[str, np.ndarray]:
-    """Error sums over the entries whose target exceeds ``threshold``, in passenger counts.
-
-    Convention (TGCRN ``script/metrics.py: All_Metrics`` with its defaults ``mae_thresh=False``
-    and ``mape_thresh=0.``): RMSE, MAE and MAPE all use the entries with ``target > 0``, both
-    channels, every station and horizon step pooled; zero targets (closed stations, early
-    morning) are left out of all three, which also keeps MAPE finite. FedSTGD does not state its
-    convention; TGCRN is its backbone.
-
-    Args:
-        prediction, target: same shape, de-normalised counts (numpy, or CPU tensors without grad).
-        threshold: entries with ``target > threshold`` count.
-
-    Returns:
-        ``sse`` (squared errors), ``sae`` (absolute errors), ``sape`` (absolute errors over the
-        target) and ``count`` (masked entries), each a float64 array of shape (1,): a secure sum
-        of every client's gives the pooled sums for :func:`pooled_errors`.
-    """
-    prediction, target = np.asarray(prediction, dtype=np.float64), np.asarray(target, dtype=np.float64)
-    if prediction.shape != target.shape:
-        raise ValueError(f"prediction {prediction.shape} and target {target.shape} differ in shape")
-    mask = target > threshold
-    error = prediction[mask] - target[mask]
-    return {
-        "sse": np.array([np.sum(error**2)]),
-        "sae": np.array([np.sum(np.abs(error))]),
-        "sape": np.array([np.sum(np.abs(error) / target[mask])]),
-        "count": np.array([float(mask.sum())]),
-    }
-
-
-@dataclass(frozen=True)
-class ForecastErrors:
-    """RMSE and MAE in passengers per 15 min, MAPE in percent (as FedSTGD's tables), over
-    ``count`` masked entries."""
-
-    rmse: float
-    mae: float
-    mape_percent: float
-    count: int
-
-
-def pooled_errors(sums: Mapping[str, np.ndarray]) -> ForecastErrors:
-    """RMSE, MAE and MAPE from (pooled) :func:`masked_error_sums`."""
-    count = float(np.asarray(sums["count"]).sum())
-    if count <= 0:
-        raise ValueError("no target above the mask threshold: RMSE, MAE and MAPE are undefined")
-    sse, sae, sape = (float(np.asarray(sums[k]).sum()) for k in ("sse", "sae", "sape"))
-    return ForecastErrors(math.sqrt(sse / count), sae / count, 100.0 * sape / count, int(round(count)))

@@ -63,7 +63,8 @@ from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.training.device import check_device, resolve_device
-from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, rmse_mae, single_thread, train_local, weights_of
+from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, single_thread, train_local, weights_of
+from secure_fedgraph.training.metrics import rmse_mae
 
 VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
 SPLITS = ("train", "val", "test")

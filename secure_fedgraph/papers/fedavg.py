@@ -45,7 +45,8 @@ from secure_fedgraph.papers.traffic import (
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumSpec
-from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of
+from secure_fedgraph.training.forecasting import error_sums, load_weights, train_local, weights_of
+from secure_fedgraph.training.metrics import rmse_mae
 
 @dataclass(frozen=True)
 class FedAvgGRUConfig:

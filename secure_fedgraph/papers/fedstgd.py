@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, masked_error_sums, metro_windows, partition_stations, pooled_errors
+from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, metro_windows, partition_stations
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers.base import Plan
@@ -56,6 +56,7 @@ from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.training.forecasting import load_weights
+from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.training.sum_tape import SumTape
 
 N_STATIONS = 80

@@ -14,7 +14,6 @@ from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 
 
@@ -51,7 +50,7 @@ class FedAvgVector(Plan):
         model = np.zeros(c.length, dtype=np.float32)
         # mask/plain: only the server needs the sum (the next round broadcasts the model), as in
         # Flower's round; ckks: the clients must decrypt it, so it goes to them
-        spec = SumSpec("update", (TensorSpec("w", (c.length,)),), server_only=ctx.role.backend is not Backend.CKKS)
+        spec = SumSpec("update", (TensorSpec("w", (c.length,)),), server_only=ctx.server_reads_sums)
         history = []
         for r in range(c.rounds):
             started = time.perf_counter()

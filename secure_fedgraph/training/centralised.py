@@ -7,12 +7,12 @@ Meng, Rambhatla, Liu, KDD 2021, Section 4.1 and Table 7 (code: ``main.py`` with
 - "GRU (centralized, 63K)": one :class:`~secure_fedgraph.models.GRUSeq2Seq` (hidden 100, 62,501
   parameters) shared by every sensor. A batch is a set of windows; each (window, sensor) pair is
   one independent sequence, so a batch of B windows over N sensors is B x N sequences
-  (:class:`PooledGRU`).
+  (:class:`~secure_fedgraph.models.PooledGRU`).
 - "GRU + GN (centralized, 64K + 1M)": CNFGNN's architecture trained end to end: one shared
   ``GRUSeq2Seq(hidden 64, graph 64)`` (63,873 parameters) encodes every sensor's window to
   h_c, a :class:`~secure_fedgraph.models.GraphNet` (1,237,312 parameters) maps the h_c of all
   sensors of each window to h_G, and every sensor decodes from [h_c ; h_G]
-  (:class:`GraphGRU`). One Adam steps both models. Table 7's METR-LA number for it (11.471) is
+  (:class:`~secure_fedgraph.models.GraphGRU`). One Adam steps both models. Table 7's METR-LA number for it (11.471) is
   Table 10's "Centralized" row, which ``exp_at.py`` runs with 64 windows per batch. Nothing
   reads the last GN layer's global update, so its 213,632 parameters (of the 1,237,312) get no
   gradient, in CNFGNN's code as here.
@@ -52,13 +52,14 @@ from torch import nn
 
 from secure_fedgraph.data import TrafficSplits, dcrnn_windows
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.models import GraphNet, GRUSeq2Seq
+from secure_fedgraph.models import GraphGRU, GraphNet, GRUSeq2Seq, PooledGRU
 from secure_fedgraph.models.graph_net import sensor_graph
 from secure_fedgraph.data.metr_la import METR_LA_SENSORS, check_sensors, load_cached
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
-from secure_fedgraph.training.forecasting import curriculum, rmse_mae, single_thread
+from secure_fedgraph.training.forecasting import curriculum, single_thread
+from secure_fedgraph.training.metrics import rmse_mae
 
 GRU = "gru"
 GRU_GN = "gru+gn"
@@ -121,88 +122,7 @@ class CentralisedConfig:
         return self.batch_size if self.batch_size is not None else PAPER_BATCH_WINDOWS[baseline]
 
 
-# -- the two forecasters --------------------------------------------------------------------
-
-
-def _per_node(a: torch.Tensor) -> torch.Tensor:
-    """(B, T, N, ...) -> (N*B, T, ...), node-major: row n*B + b is node n of window b."""
-    moved = a.movedim(2, 0)
-    return moved.reshape(moved.shape[0] * moved.shape[1], *moved.shape[2:])
-
-
-def _per_window(a: torch.Tensor, nodes: int) -> torch.Tensor:
-    """(N*B, T) -> (B, T, N), the inverse of :func:`_per_node`."""
-    return a.reshape(nodes, -1, a.shape[-1]).permute(1, 2, 0)
-
-
-class PooledGRU(nn.Module):
-    """Baseline (a): one GRU encoder-decoder for every sensor, each (window, sensor) pair an
-    independent sequence.
-
-    Shapes: ``x`` (B, T_in, N, 2) = [speed, time-of-day]; ``y_tod`` and ``targets`` (B, T_out, N);
-    output (B, T_out, N).
-    """
-
-    def __init__(self, node: GRUSeq2Seq) -> None:
-        super().__init__()
-        if node.graph_size:
-            raise ValueError(f"the pooled GRU baseline needs a node model without graph input, got {node!r}")
-        self.node = node
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        y_tod: torch.Tensor,
-        *,
-        targets: torch.Tensor | None = None,
-        teacher_forcing: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        nodes = x.shape[2]
-        out = self.node(_per_node(x), _per_node(y_tod), targets=None if targets is None else _per_node(targets),
-                        teacher_forcing=teacher_forcing, generator=generator)
-        return _per_window(out, nodes)
-
-
-class GraphGRU(nn.Module):
-    """Baseline (b), CNFGNN's model trained centrally: a shared GRU encoder gives h_c for every
-    sensor of every window, the Graph Network over the sensor graph gives h_G (N, B, H), and
-    the shared decoder predicts each sensor from [h_c ; h_G]. Gradients flow through both.
-
-    Shapes as :class:`PooledGRU`; the graph (``edge_index`` (2, E), ``edge_weight`` (E,)) is
-    held as non-persistent buffers, so it moves with the module but stays out of state_dict.
-    """
-
-    def __init__(self, node: GRUSeq2Seq, graph_net: GraphNet, edge_index: torch.Tensor, edge_weight: torch.Tensor, nodes: int) -> None:
-        super().__init__()
-        if node.graph_size != node.hidden_size:
-            raise ValueError(f"the node model must take h_G of its hidden size, got {node!r}")
-        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_weight.shape != (edge_index.shape[1],):
-            raise ValueError(f"expected edge_index (2, E) and edge_weight (E,), got {tuple(edge_index.shape)} and {tuple(edge_weight.shape)}")
-        if edge_index.numel() and not (0 <= int(edge_index.min()) and int(edge_index.max()) < nodes):
-            raise ValueError(f"edge_index refers to nodes outside [0, {nodes})")
-        self.node, self.graph_net, self.nodes = node, graph_net, nodes
-        self.register_buffer("edge_index", edge_index.long(), persistent=False)
-        self.register_buffer("edge_weight", edge_weight.float(), persistent=False)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        y_tod: torch.Tensor,
-        *,
-        targets: torch.Tensor | None = None,
-        teacher_forcing: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        windows, nodes = x.shape[0], x.shape[2]
-        if nodes != self.nodes:
-            raise ValueError(f"expected windows of {self.nodes} sensors, got {nodes}")
-        sequences = _per_node(x)
-        h = self.node.encode(sequences)  # h_c, (N*B, H)
-        h_graph = self.graph_net(h.reshape(nodes, windows, -1), self.edge_index, self.edge_weight)  # h_G, (N, B, H)
-        out = self.node.decode(h, sequences, _per_node(y_tod), graph=h_graph.reshape(nodes * windows, -1),
-                               targets=None if targets is None else _per_node(targets), teacher_forcing=teacher_forcing, generator=generator)
-        return _per_window(out, nodes)
+# -- the two forecasters (models/pooled_gru.py, models/graph_gru.py) -----------------------
 
 
 def parameter_count(module: nn.Module) -> int:

@@ -111,11 +111,3 @@ def error_sums(
         prediction = model(torch.as_tensor(x), torch.as_tensor(y_tod), graph=g).numpy().astype(np.float64)
     error = (prediction - y.astype(np.float64)) * std
     return {"sse": np.array([np.sum(error**2)]), "sae": np.array([np.sum(np.abs(error))]), "count": np.array([float(error.size)])}
-
-
-def rmse_mae(sums: Mapping[str, np.ndarray] | None) -> tuple[float, float]:
-    """RMSE and MAE from pooled error sums (NaN when the sum was abandoned: no numbers are made up)."""
-    if sums is None:
-        return math.nan, math.nan
-    count = float(sums["count"][0])
-    return math.sqrt(float(sums["sse"][0]) / count), float(sums["sae"][0]) / count

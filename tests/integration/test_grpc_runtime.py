@@ -20,7 +20,7 @@ from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
-from secure_fedgraph.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, assert_no_readings, needs_hzmetro
 
 TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")

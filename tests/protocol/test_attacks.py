@@ -840,7 +840,7 @@ def test_liars_are_excluded_and_named_in_the_runs_metrics():
     rounds after the lie go on without it."""
     from secure_fedgraph.papers import FedAvgVector
     from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
-    from secure_fedgraph.simulate import simulate
+    from secure_fedgraph.runs.simulate import simulate
 
     def wrong_key(response: UnmaskResponse) -> UnmaskResponse:
         return dataclasses.replace(response, self_mask_key=os.urandom(32))

@@ -13,7 +13,7 @@ from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerCon
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.messages import SERVER, BroadcastRequest, Header, NamedTensor
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec, TensorSpec, make_client
-from secure_fedgraph.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def plan_for(method: str, budget: Budget, device: str = "cpu") -> CNFGNN | FedAv
 
 def _federated(method: str, budget: Budget, backend: Backend, device: str, data_dir: str | os.PathLike | None,
                say: Callable[[str], None] | None) -> dict[str, Any]:
-    from secure_fedgraph.simulate import simulate
+    from secure_fedgraph.runs.simulate import simulate
 
     result = simulate(plan_for(method, budget, device), SecureSumConfig(backend=backend), data_dir=data_dir, say=say)
     return {**result.metrics, "seconds": result.seconds, "backend": backend.value, "val_rmse": result.metrics["rounds"][-1]["val_rmse"]}

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.data import HZMetro, MetroWindows, hzmetro, metro_windows, partition_stations
-from secure_fedgraph.data.hzmetro import ZScore, masked_error_sums, pooled_errors, series_from_windows
+from secure_fedgraph.data.hzmetro import ZScore, series_from_windows
+from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.errors import DataNotFoundError
 from tests.helpers import HZMETRO_DIR, needs_hzmetro
 

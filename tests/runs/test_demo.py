@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from secure_fedgraph.demo import DemoOptions, run_demo
+from secure_fedgraph.runs.demo import DemoOptions, run_demo
 
 
 def test_demo_runs_across_processes_and_its_audit_passes(tmp_path):

@@ -11,7 +11,7 @@ from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.progress import RoundLog, traffic_summary
+from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server

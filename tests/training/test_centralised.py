@@ -13,25 +13,22 @@ from torch import nn
 
 from secure_fedgraph.data import dcrnn_windows
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.models import GraphNet, GRUSeq2Seq
+from secure_fedgraph.models import GraphGRU, GraphNet, GRUSeq2Seq, PooledGRU
 from secure_fedgraph.models.graph_net import sensor_graph
 from secure_fedgraph.data.metr_la import load_cached
 from secure_fedgraph.training.centralised import (
     GRU,
     GRU_GN,
     CentralisedConfig,
-    GraphGRU,
-    PooledGRU,
     build_gru,
     build_gru_gn,
     error_sums_of,
     load_pooled,
-
     train_centralised_gru,
     train_centralised_gru_gn,
 )
 from secure_fedgraph.training.device import resolve_device
-from secure_fedgraph.training.forecasting import rmse_mae
+from secure_fedgraph.training.metrics import rmse_mae
 
 TINY = {"sensors": 5, "max_windows": 40, "gru_hidden_size": 8, "hidden_size": 8, "gn_hidden": 16, "gn_update": 8, "batch_size": 8, "device": "cpu"}
 TRAIN = {GRU: train_centralised_gru, GRU_GN: train_centralised_gru_gn}

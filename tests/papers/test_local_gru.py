@@ -11,8 +11,9 @@ from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
-from secure_fedgraph.simulate import simulate
-from secure_fedgraph.training.forecasting import error_sums, load_weights, rmse_mae, train_local, weights_of
+from secure_fedgraph.runs.simulate import simulate
+from secure_fedgraph.training.forecasting import error_sums, load_weights, train_local, weights_of
+from secure_fedgraph.training.metrics import rmse_mae
 from tests.helpers import pooled_normalisation
 
 CONFIG = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=40, max_local_steps=3, batch_size=16)
