@@ -43,7 +43,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,45 +57,29 @@ def _ints(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",") if x]
 
 
-def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "secure_fedgraph", *args]
-
-
-def _ranges(n: int, parts: int) -> list[str]:
-    bounds = [round(i * n / parts) for i in range(parts + 1)]
-    return [f"{bounds[i]}-{bounds[i + 1] - 1}" for i in range(parts) if bounds[i + 1] > bounds[i]]
-
-
 def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: Path, *, keys_kept: bool = False) -> dict:
     from secure_fedgraph.crypto.pki import init_keys
+    from secure_fedgraph.runs.launch import id_ranges, start_clients, start_server
 
     keys = work / f"keys-{n}"
     if not keys.exists():
         init_keys(keys, clients=n)
     label = f"{backend}{'-kept' if keys_kept else ''}-{n}-{length}"
-    out, port_file = work / f"run-{label}", work / f"port-{label}"
+    out = work / f"run-{label}"
     started = time.monotonic()
-    server = subprocess.Popen(
-        _command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-vector", "--clients", str(n),
-                 "--set", f"length={length}", "--set", f"seed={args.seed}", "--set", f"rounds={args.rounds}",
-                 "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend, "--certs", str(keys), "--out", str(out),
-                 "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
-                 *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []), *args.extra.split()),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    while not (port_file.exists() and port_file.read_text()):
-        if server.poll() is not None:
-            raise RuntimeError(server.stdout.read())
-        time.sleep(0.05)
-    port = port_file.read_text().strip()
-    clients = [subprocess.Popen(_command("client", "--server", f"127.0.0.1:{port}", "--ids", ids, "--certs", str(keys), "--backend", backend,
-                                         *args.extra.split()),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for ids in _ranges(n, args.processes)]
-    output, _ = server.communicate(timeout=3600)
-    for c in clients:
-        c.wait(timeout=120)
-    if server.returncode != 0:
-        raise RuntimeError(output)
+    run = start_server(work / label, "--plan", "fedavg-vector", "--clients", str(n),
+                       "--set", f"length={length}", "--set", f"seed={args.seed}", "--set", f"rounds={args.rounds}",
+                       "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend,
+                       "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
+                       *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []), *args.extra.split(),
+                       certs=keys, out=out)
+    try:
+        start_clients(run, id_ranges(n, args.processes), "--backend", backend, *args.extra.split())
+        run.wait(timeout=3600)
+        for c in run.clients:
+            c.wait(timeout=120)
+    finally:
+        run.stop()
     metrics = json.loads((out / "metrics.json").read_text())
     plan_round = metrics["rounds"][-1]
     steady = statistics.median(r["round_seconds"] for r in metrics["rounds"][1:])  # the first round also pays every set-up

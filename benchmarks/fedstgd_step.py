@@ -35,10 +35,8 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -46,6 +44,7 @@ import torch
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig
+from secure_fedgraph.runs.launch import start_clients, start_server
 from secure_fedgraph.runs.simulate import simulate
 
 # name -> (secure-sum config in one process, server options over gRPC)
@@ -86,29 +85,19 @@ def in_process(config: FedSTGDConfig, variant: str, data_dir: str) -> dict[str, 
 
 def over_grpc(config: FedSTGDConfig, variant: str, data_dir: str, threads: int) -> dict[str, float]:
     secure, server_options = VARIANTS[variant]
-    command = [sys.executable, "-m", "secure_fedgraph"]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     with tempfile.TemporaryDirectory() as work:
         keys = init_keys(Path(work) / "keys", clients=config.clients).root
-        port_file, out = Path(work) / "port", Path(work) / "run"
         options = [f"--set={k}={v}" for k, v in (("max_windows", config.max_windows), ("rounds", 1))]
-        server = subprocess.Popen([*command, "server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedstgd",
-                                   "--clients", str(config.clients), *server_options, "--certs", str(keys), "--out", str(out),
-                                   *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text()):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start: {server.communicate()[0]}")
-            time.sleep(0.05)
-        port = port_file.read_text().strip()
-        clients = [subprocess.Popen([*command, "client", "--server", f"127.0.0.1:{port}", "--ids", str(i), "--certs", str(keys),
-                                     "--data-dir", data_dir, "--backend", secure.backend.value], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
-                   for i in range(config.clients)]
-        output, _ = server.communicate(timeout=1800)
-        for c in clients:
-            c.wait(timeout=60)
-        if server.returncode != 0:
-            raise RuntimeError(f"the server failed: {output}")
+        run = start_server(Path(work), "--plan", "fedstgd", "--clients", str(config.clients), *server_options, *options,
+                           certs=keys, env={"OMP_NUM_THREADS": str(threads)})
+        try:
+            start_clients(run, [str(i) for i in range(config.clients)], "--data-dir", data_dir, "--backend", secure.backend.value)
+            run.wait(timeout=1800)
+            for c in run.clients:
+                c.wait(timeout=60)
+        finally:
+            run.stop()
+        out = run.out
         return per_batch(json.loads((out / "metrics.json").read_text()), config.clients)
 
 

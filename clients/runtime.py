@@ -11,10 +11,11 @@ the run ends or the stream does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import grpc
 import torch
 
 from secure_fedgraph import __version__
+from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
 from secure_fedgraph.papers import plan_class
@@ -33,6 +35,10 @@ from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
+
+
+class ConnectionFailed(Exception):
+    """The server did not come up within the connect timeout."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class ClientOptions:
     audit: bool = False
     server_name: str = "localhost"
     session_timeout_s: float = 24 * 3600.0
+    connect_timeout_s: float = 60.0  # how long to wait for a server that is not listening yet
     max_message_bytes: int = 256 * 2**20
     parallel: int = 2  # hosted clients that may handle a request at the same time (bounds memory)
 
@@ -69,6 +76,15 @@ class _Shared:
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
+    said_waiting: bool = False
+
+    def waiting(self, say: Callable[[str], None], line: str) -> None:
+        """Say once per process that the clients wait for the server (not once per client)."""
+        with self.lock:
+            if self.said_waiting:
+                return
+            self.said_waiting = True
+        say(line)
 
     def check_certificate(self, pem: bytes) -> tuple[int, bytes]:
         """Verify a certificate against the CA once per process (every hosted client needs them all)."""
@@ -81,18 +97,14 @@ class _Shared:
         return found
 
 
-def parse_ids(text: str) -> list[int]:
-    """'A-B' (inclusive), 'A,B,C' or a mix: '0-9,12'."""
-    ids: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            ids.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
-    except ValueError:
-        raise ConfigError(f"--ids must look like 0-9 or 0,3,5-7, got {text!r}") from None
-    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
-        raise ConfigError(f"--ids must name distinct non-negative ids, got {text!r}")
-    return ids
+def stop_reasons(outcomes: dict[int, ClientOutcome]) -> list[str]:
+    """One line per distinct reason the hosted clients stopped early, naming who ("clients 0-68:
+    UNAVAILABLE: ..."), so 69 clients refused the same way read as one line."""
+    by_reason: dict[str, list[int]] = {}
+    for outcome in outcomes.values():
+        if not outcome.finished:
+            by_reason.setdefault(outcome.error or "the stream ended before the run did", []).append(outcome.client)
+    return [f"client{'s' if len(ids) > 1 else ''} {format_ids(ids)}: {reason}" for reason, ids in by_reason.items()]
 
 
 def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -> dict[int, ClientOutcome]:
@@ -123,10 +135,9 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
     host: ClientHost | None = None
     try:
         with grpc.secure_channel(options.server, credentials, options=opts) as channel:
-            stream = ClientStream(channel, timeout_s=options.session_timeout_s)
-            stream.send(codec.encode(Hello(client, __version__)))
+            stream, requests = _connect(client, channel, options, shared, say)
             try:
-                for data in stream:
+                for data in requests:
                     if transcript is not None:
                         transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are decoded and dropped
                     with shared.working:  # many hosted clients, a few at work: memory stays bounded
@@ -151,13 +162,44 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
                 stream.close()
     except grpc.RpcError as exc:
         outcome.error = describe_rpc_error(exc)
-    except SecureFedGraphError as exc:
+    except (SecureFedGraphError, ConnectionFailed) as exc:
         outcome.error = str(exc)
     finally:
         if transcript is not None:
             transcript.close()
-    if outcome.error:
-        say(f"client {client}: {outcome.error}")
+
+
+def _server_not_up(exc: grpc.RpcError) -> bool:
+    """Whether a failed stream means nobody listens yet (worth waiting for), not a refusal: a
+    TLS failure or an answer from the server is reported at once."""
+    details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and not any(word in details for word in ("ssl", "handshake", "certificate", "tls"))
+
+
+def _connect(client: int, channel: grpc.Channel, options: ClientOptions, shared: _Shared, say) -> tuple[ClientStream, Iterator[bytes]]:
+    """Open this client's stream and send its Hello, retrying with backoff while the server is
+    not up yet (up to ``connect_timeout_s``); returns the stream and its requests, the first
+    one (the Welcome) already received."""
+    deadline, pause = time.monotonic() + options.connect_timeout_s, 0.1
+    while True:
+        stream = ClientStream(channel, timeout_s=options.session_timeout_s)
+        stream.send(codec.encode(Hello(client, __version__)))
+        requests = iter(stream)
+        try:
+            first = next(requests)
+        except StopIteration:
+            return stream, iter(())
+        except grpc.RpcError as exc:
+            stream.close()
+            if not _server_not_up(exc):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise ConnectionFailed(f"{describe_rpc_error(exc)} (waited {options.connect_timeout_s:g} s for the server; --connect-timeout)") from None
+            shared.waiting(say, f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
+            continue
+        return stream, itertools.chain((first,), requests)
 
 
 def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDirectory, shared: _Shared, transcript) -> ClientHost:

@@ -120,12 +120,14 @@ def _server(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None,
     )
     metrics = run_server(options)
-    print(f"server: done in {metrics['seconds']:.1f} s; metrics in {Path(args.out) / 'metrics.json'}")
+    summary = f"{_test_summary(metrics)}; " if "test_rmse" in metrics else ""
+    print(f"server: done in {metrics['seconds']:.1f} s: {summary}metrics in {Path(args.out) / 'metrics.json'}")
     return 0
 
 
 def _client(args: argparse.Namespace) -> int:
-    from secure_fedgraph.clients.runtime import ClientOptions, parse_ids, run_clients
+    from secure_fedgraph.clients.ids import parse_ids
+    from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
 
     options = ClientOptions(
         server=args.server,
@@ -137,9 +139,12 @@ def _client(args: argparse.Namespace) -> int:
         audit=args.audit,
         server_name=args.server_name,
         session_timeout_s=args.session_timeout,
+        connect_timeout_s=args.connect_timeout,
         parallel=args.parallel,
     )
     outcomes = run_clients(options)
+    for line in stop_reasons(outcomes):
+        print(line, file=sys.stderr)
     finished = sum(o.finished for o in outcomes.values())
     print(f"clients {args.ids}: {finished} of {len(outcomes)} finished the run")
     return 0 if finished == len(outcomes) else 1
@@ -219,6 +224,56 @@ def _sum_demo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--drop must be a client id in [0, {args.clients})")
     config = DemoConfig(clients=args.clients, backend=Backend(args.backend), size=args.size, drop=None if args.no_drop else args.drop, seed=args.seed)
     return 0 if run(config) else 1
+
+
+def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -> None:
+    from secure_fedgraph.crypto.pki import KeyDirectory
+    from secure_fedgraph.runs.preflight import check_files
+
+    keys = KeyDirectory(Path(args.certs))
+    paths = [keys.ca, *((keys.server_cert, keys.server_key) if server else ())]
+    for client in clients:
+        paths += [keys.client_cert(client)] + ([] if server else [keys.client_key(client), keys.identity_key(client)])
+    check_files("--certs", paths, f"make the run's keys with `secure-fedgraph keys init {args.certs} --clients N`")
+
+
+def _check_data_dir(args: argparse.Namespace) -> None:
+    if getattr(args, "data_dir", None) and not Path(args.data_dir).expanduser().is_dir():
+        raise ConfigError(f"--data-dir {args.data_dir}: no such folder")
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """What can be checked without torch (runs/preflight.py), before any handler imports it."""
+    from secure_fedgraph.data import DATASETS
+    from secure_fedgraph.papers import check_plan_name, plan_dataset
+    from secure_fedgraph.runs import preflight
+
+    _check_data_dir(args)
+    if getattr(args, "plan", None) is not None:
+        check_plan_name(args.plan)
+    if args.command == "server":
+        preflight.check_bindable("--bind", args.bind)
+        preflight.check_writable_folder("--out", args.out)
+        _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
+    elif args.command == "client":
+        from secure_fedgraph.clients.ids import parse_ids
+
+        preflight.parse_address("--server", args.server)
+        _check_keys(args, server=False, clients=parse_ids(args.ids))
+    elif args.command == "demo":
+        DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process
+        if args.keep:
+            preflight.check_writable_folder("--keep", args.keep)
+    elif args.command == "run":
+        dataset = plan_dataset(args.plan)
+        if dataset is not None:
+            DATASETS[dataset].check_files(args.data_dir)
+        preflight.check_writable_folder("--out", args.out)
+    elif args.command == "compare":
+        DATASETS["metr-la"].check_files(args.data_dir)
+        preflight.check_writable_folder("--out", args.out)
+    elif args.command == "keys":
+        preflight.check_writable_folder("keys init DIR", args.dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -318,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
+    client.add_argument("--connect-timeout", type=float, default=60.0,
+                        help="seconds to wait for a server that is not listening yet, retrying with backoff (default 60)")
     client.add_argument("--session-timeout", type=float, default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
     client.add_argument("--parallel", type=int, default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     client.set_defaults(handler=_client)
@@ -343,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "client" and args.backend is None:
         args.backend = ["mask"]
     try:
+        _preflight(args)
         return args.handler(args)
     except SecureFedGraphError as exc:
         print(f"secure-fedgraph: error: {exc}", file=sys.stderr)

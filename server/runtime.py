@@ -74,12 +74,17 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     events: list[str] = []
     transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
                                     transcript=transcript, log=events.append)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8), options=channel_options(options.max_message_bytes))
+    # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8),
+                         options=[*channel_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
-    port = server.add_secure_port(options.bind, credentials)
+    try:
+        port = server.add_secure_port(options.bind, credentials)
+    except RuntimeError as exc:  # grpcio raises where older versions returned 0
+        raise ConfigError(f"--bind {options.bind}: cannot listen there ({exc}); is another server running on that port?") from None
     if port == 0:
-        raise ConfigError(f"could not listen on {options.bind}")
+        raise ConfigError(f"--bind {options.bind}: cannot listen there; is another server running on that port?")
     server.start()
     host = options.bind.rsplit(":", 1)[0]
     if options.port_file is not None:

@@ -39,14 +39,14 @@ def test_console_script_runs_as_a_module():
         (["sum-demo", "--size", "15"], "--size must be a positive multiple of 10"),
         (["sum-demo", "--drop", "9"], "--drop must be a client id"),
         (["sum-demo", "--backend", "rot13"], "invalid choice"),
-        (["run", "nope", "--out", "x"], "unknown plan 'nope'"),
-        (["run", "fedavg-gru", "--dp-sigma", "1", "--out", "x"], "plan fedavg-gru has no option 'dp_sigma'"),
-        (["run", "cnfgnn", "--set", "variant=sl+magic", "--out", "x"], "variant must be one of"),
+        (["run", "nope", "--out", "{tmp}"], "unknown plan 'nope'"),
+        (["run", "fedavg-gru", "--dp-sigma", "1", "--out", "{tmp}"], "plan fedavg-gru has no option 'dp_sigma'"),
+        (["run", "cnfgnn", "--set", "variant=sl+magic", "--out", "{tmp}"], "variant must be one of"),
     ],
 )
-def test_bad_options(argv, message, capsys):
+def test_bad_options(argv, message, capsys, tmp_path):
     try:
-        status = main(argv)
+        status = main([a.format(tmp=tmp_path / "run") for a in argv])
     except SystemExit as exit_info:  # argparse's own checks
         status = exit_info.code
     assert status == 2

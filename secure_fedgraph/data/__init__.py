@@ -7,4 +7,6 @@ A data directory is taken from the ``data_dir`` argument (the CLI's ``--data-dir
 from secure_fedgraph.data.hzmetro import HZMetro, MetroSplits, MetroWindows, metro_windows, partition_stations
 from secure_fedgraph.data.metr_la import MetrLA, TrafficSplits, dcrnn_windows
 
-__all__ = ["HZMetro", "MetrLA", "MetroSplits", "MetroWindows", "TrafficSplits", "dcrnn_windows", "metro_windows", "partition_stations"]
+DATASETS = {"metr-la": MetrLA, "hzmetro": HZMetro}  # name -> class with raw_files, check_files(data_dir) and load(data_dir)
+
+__all__ = ["DATASETS", "HZMetro", "MetrLA", "MetroSplits", "MetroWindows", "TrafficSplits", "dcrnn_windows", "metro_windows", "partition_stations"]

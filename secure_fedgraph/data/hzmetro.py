@@ -282,6 +282,11 @@ class HZMetro:
         return cls._samples(cls._paths(data_dir), f"{split}.pkl")
 
     @classmethod
+    def check_files(cls, data_dir: str | os.PathLike | None) -> None:
+        """DataNotFoundError unless every raw file is there (reads none of them)."""
+        cls._paths(data_dir)
+
+    @classmethod
     def _paths(cls, data_dir: str | os.PathLike | None) -> dict[str, Path]:
         root = data_root(data_dir)
         if root is None:

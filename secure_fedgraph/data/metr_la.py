@@ -47,6 +47,14 @@ class MetrLA:
     raw_files = ("los-loop/los_speed.csv", "sensor_graph/adj_mx.pkl")
 
     @classmethod
+    def check_files(cls, data_dir: str | os.PathLike | None) -> None:
+        """DataNotFoundError unless every raw file is there (reads none of them); without a data
+        directory the packaged week is used, which is always there."""
+        root = data_root(data_dir)
+        if root is not None:
+            require(root, "metr-la", cls.raw_files)
+
+    @classmethod
     def load(cls, data_dir: str | os.PathLike | None = None) -> MetrLA:
         """Read the raw files from the data directory, or the packaged week if none is set.
 

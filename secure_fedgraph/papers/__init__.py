@@ -1,23 +1,63 @@
 """The papers, each a round plan over the collectives (one module per paper), and the registry
-the runtimes use to find a plan by name."""
+the runtimes use to find a plan by name.
 
-from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.papers.cnfgnn import CNFGNN
-from secure_fedgraph.papers.fedavg import FedAvgGRU, LocalGRU
-from secure_fedgraph.papers.fedstgd import FedSTGD
-from secure_fedgraph.papers.synthetic import FedAvgVector
+The registry names each plan's module, class and dataset without importing them, so the
+command line can check a plan name and its data files before it imports torch; the classes
+load on first use (``plan_class``, or an attribute of this package).
+"""
 
-PLANS: dict[str, type[Plan]] = {cls.name: cls for cls in (FedAvgGRU, LocalGRU, FedAvgVector, CNFGNN, FedSTGD)}
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from secure_fedgraph.errors import ConfigError
+
+if TYPE_CHECKING:
+    from secure_fedgraph.papers.base import Plan
+
+# plan name -> (module, class, the dataset its clients read: None, "metr-la" or "hzmetro")
+REGISTRY: dict[str, tuple[str, str, str | None]] = {
+    "fedavg-gru": ("secure_fedgraph.papers.fedavg", "FedAvgGRU", "metr-la"),
+    "local-gru": ("secure_fedgraph.papers.fedavg", "LocalGRU", "metr-la"),
+    "fedavg-vector": ("secure_fedgraph.papers.synthetic", "FedAvgVector", None),
+    "cnfgnn": ("secure_fedgraph.papers.cnfgnn", "CNFGNN", "metr-la"),
+    "fedstgd": ("secure_fedgraph.papers.fedstgd", "FedSTGD", "hzmetro"),
+}
+PLAN_NAMES = tuple(sorted(REGISTRY))
+_CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}
+
+
+def check_plan_name(name: str) -> None:
+    """ConfigError naming the known plans, unless ``name`` is one (imports nothing)."""
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown plan {name!r}; known plans: {', '.join(PLAN_NAMES)}")
+
+
+def plan_dataset(name: str) -> str | None:
+    """The dataset plan ``name``'s clients read (imports nothing)."""
+    check_plan_name(name)
+    return REGISTRY[name][2]
 
 
 def plan_class(name: str) -> type[Plan]:
     """The plan called ``name``; ConfigError names the known plans otherwise."""
-    from secure_fedgraph.errors import ConfigError
-
-    try:
-        return PLANS[name]
-    except KeyError:
-        raise ConfigError(f"unknown plan {name!r}; known plans: {', '.join(sorted(PLANS))}") from None
+    check_plan_name(name)
+    module, cls, _ = REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["PLANS", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU", "plan_class"]
+def __getattr__(attribute: str) -> Any:
+    """``from secure_fedgraph.papers import CNFGNN`` (and ``PLANS``, ``Plan``) import on first use."""
+    if attribute in _CLASSES:
+        module, _ = _CLASSES[attribute]
+        return getattr(importlib.import_module(module), attribute)
+    if attribute == "PLANS":
+        return {name: plan_class(name) for name in PLAN_NAMES}
+    if attribute == "Plan":
+        return importlib.import_module("secure_fedgraph.papers.base").Plan
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+
+
+__all__ = ["PLANS", "PLAN_NAMES", "REGISTRY", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU", "check_plan_name",
+           "plan_class", "plan_dataset"]

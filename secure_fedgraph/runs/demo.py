@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,7 +19,9 @@ from pathlib import Path
 
 from secure_fedgraph.audit import audit_run
 from secure_fedgraph.crypto.pki import init_keys
+from secure_fedgraph.data.metr_la import MetrLA
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.runs.launch import LaunchError, id_ranges, start_clients, start_server
 
 
 @dataclass(frozen=True)
@@ -43,24 +43,24 @@ class DemoOptions:
             raise ConfigError("--rounds and --local-steps must be at least 1")
 
 
-def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "secure_fedgraph", *args]
-
-
-def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
-    bounds = [round(i * n / parts) for i in range(parts + 1)]
-    return [(bounds[i], bounds[i + 1] - 1) for i in range(parts)]
-
-
 def run_demo(options: DemoOptions, *, say: Callable[[str], None] = print) -> bool:
-    """Run the demo; True when the run finished and every audit check passed."""
+    """Run the demo; True when the run finished and every audit check passed.
+
+    The run folder (metrics.json, transcripts, client logs) stays for the user to read; the
+    throwaway keys are deleted unless ``keep`` names the folder.
+
+    Raises:
+        DataNotFoundError: ``data_dir`` lacks METR-LA's files (checked once, before any process starts).
+    """
+    MetrLA.load(options.data_dir)  # bad data is reported here, once, not by every client process
     work = options.keep or Path(tempfile.mkdtemp(prefix="secure-fedgraph-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
         return _run(options, work, say)
     finally:
         if options.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(work / "keys", ignore_errors=True)  # throwaway CA and client keys: nothing to keep them for
+        say(f"demo: run folder {work} (metrics.json, transcripts, client logs)")
 
 
 def _run(options: DemoOptions, work: Path, say) -> bool:
@@ -70,39 +70,28 @@ def _run(options: DemoOptions, work: Path, say) -> bool:
         f"12 out, Adam 1e-3) on the first week of METR-LA, {n} clients (one per sensor) in {options.processes} processes")
     keys = init_keys(work / "keys", clients=n)
     say(f"  made a throwaway CA, server certificate and {n} client certificates with identity keys")
-    run_dir, client_dir, port_file = work / "run", work / "clients", work / "port"
-    server = subprocess.Popen(
-        _command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-gru", "--clients", str(n),
-                 "--backend", options.backend, "--certs", str(keys.root), "--out", str(run_dir), "--transcript",
-                 "--join-timeout", "90", "--set", f"rounds={options.rounds}", "--set", f"max_local_steps={options.local_steps}"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-    )
-    deadline = time.monotonic() + 60
-    while not port_file.exists() or not port_file.read_text():
-        if server.poll() is not None or time.monotonic() > deadline:
-            say(server.stdout.read() if server.stdout else "")
-            say("demo: the server did not start")
-            return False
-        time.sleep(0.1)
-    port = port_file.read_text().strip()
-    logs, clients = [], []
-    for i, (lo, hi) in enumerate(_ranges(n, options.processes)):
-        log = open(work / f"client-process-{i}.log", "w")  # noqa: SIM115 (closed below)
-        logs.append(log)
-        args = ["client", "--server", f"127.0.0.1:{port}", "--ids", f"{lo}-{hi}", "--certs", str(keys.root),
-                "--transcript", str(client_dir), "--audit", "--backend", options.backend]
+    run_dir, client_dir = work / "run", work / "clients"
+    try:
+        run = start_server(work, "--plan", "fedavg-gru", "--clients", str(n), "--backend", options.backend, "--transcript",
+                           "--join-timeout", "90", "--set", f"rounds={options.rounds}", "--set", f"max_local_steps={options.local_steps}",
+                           certs=keys.root, out=run_dir)
+    except LaunchError as exc:
+        say(f"demo: {exc}")
+        return False
+    try:
+        extra = ["--transcript", str(client_dir), "--audit", "--backend", options.backend]
         if options.data_dir:
-            args += ["--data-dir", options.data_dir]
-        clients.append(subprocess.Popen(_command(*args), stdout=log, stderr=subprocess.STDOUT))
-    for line in server.stdout:
-        say("  " + line.rstrip())
-    server_ok = server.wait() == 0
-    clients_ok = all(c.wait(timeout=60) == 0 for c in clients)
-    for log in logs:
-        log.close()
+            extra += ["--data-dir", options.data_dir]
+        start_clients(run, id_ranges(n, options.processes), *extra, logs=work / "logs")
+        for line in run.server.stdout:
+            say("  " + line.rstrip())
+        server_ok = run.server.wait() == 0
+        clients_ok = all(c.wait(timeout=60) == 0 for c in run.clients)
+    finally:
+        run.stop()
     if not (server_ok and clients_ok):
-        for i in range(len(clients)):
-            say((work / f"client-process-{i}.log").read_text())
+        for log in sorted((work / "logs").glob("client-process-*.log")):
+            say(f"{log.name}:\n{log.read_text()}")
         say("demo: the run did not finish")
         return False
     metrics = json.loads((run_dir / "metrics.json").read_text())

@@ -21,7 +21,8 @@ def human_bytes(nbytes: float) -> str:
 
 class RoundLog:
     """Turns the plan's round reports into rows (metrics, bytes up/down in total and by phase,
-    seconds) and prints one line per round."""
+    seconds) and prints one line per round. Rounds count from 0 in these lines as in
+    metrics.json, the wire headers and every drop or re-key message."""
 
     def __init__(self, traffic: Traffic, say: Callable[[str], None] = print) -> None:
         self.traffic = traffic
@@ -43,7 +44,7 @@ class RoundLog:
         shown = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in report.metrics.items())
         phases = "; ".join(f"{p or 'other'} {human_bytes(up_phase.get(p, 0))} up {human_bytes(down_phase.get(p, 0))} down"
                            + (f" {seconds[p]:.1f} s" if p in seconds else "") for p in sorted(set(up_phase) | set(down_phase)))
-        self.say(f"round {report.round + 1}: {shown}; up {human_bytes(row['bytes_up'])}, down {human_bytes(row['bytes_down'])}, "
+        self.say(f"round {report.round}: {shown}; up {human_bytes(row['bytes_up'])}, down {human_bytes(row['bytes_down'])}, "
                  f"{row['seconds']:.1f} s" + (f" [{phases}]" if (set(up_phase) | set(down_phase)) - {""} else ""))
 
 

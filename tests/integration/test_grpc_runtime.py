@@ -242,7 +242,7 @@ def test_a_killed_client_process_does_not_stop_the_run(start_server):
     lines = []
     for line in run.server.stdout:
         lines.append(line)
-        if line.startswith("round 1:"):
+        if line.startswith("round 0:"):
             victim.send_signal(signal.SIGKILL)
             break
     output, metrics = run.finish()
@@ -264,7 +264,7 @@ def test_a_killed_sensor_process_does_not_stop_a_cnfgnn_run(start_server):
     survivors = run.client("0-3", "--min-dp-sigma", "0")
     victim = run.client("4-5", "--min-dp-sigma", "0")
     for line in run.server.stdout:
-        if line.startswith("round 1:"):
+        if line.startswith("round 0:"):
             victim.send_signal(signal.SIGKILL)
             break
     else:

@@ -1,0 +1,126 @@
+"""Start a server process and client processes on 127.0.0.1: written once for the demo, the
+benchmarks and the integration tests.
+
+Child processes run ``python -P -m secure_fedgraph``: ``-P`` keeps the current folder off the
+module path, so a run started from inside a checkout imports the installed package (with
+``pip install .``, the source tree's ``secure_fedgraph/`` lacks the ``server`` and ``clients``
+subpackages that only the installed layout maps in), the same way under ``make demo``,
+``pip install .`` and ``pip install -e .``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+
+def command(*args: str) -> list[str]:
+    """The command line of a ``secure-fedgraph`` child process."""
+    return [sys.executable, "-P", "-m", "secure_fedgraph", *args]
+
+
+def id_ranges(n: int, parts: int) -> list[str]:
+    """Client ids 0..n-1 in ``parts`` contiguous ``--ids`` ranges ("0-68", ...), none empty."""
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return [f"{bounds[i]}-{bounds[i + 1] - 1}" for i in range(parts) if bounds[i + 1] > bounds[i]]
+
+
+class LaunchError(RuntimeError):
+    """A process did not start, or failed; the message carries its output."""
+
+
+@dataclass
+class LocalRun:
+    """A server process on 127.0.0.1 and the client processes started against it."""
+
+    server: subprocess.Popen
+    port: int
+    certs: Path
+    out: Path
+    env: Mapping[str, str] | None = None
+    clients: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self, ids: str, *extra: str, stdout: int | IO[Any] | None = subprocess.PIPE) -> subprocess.Popen:
+        """Start a client process hosting ``ids`` (stderr joins stdout)."""
+        process = subprocess.Popen(command("client", "--server", self.address, "--ids", ids, "--certs", str(self.certs), *extra),
+                                   stdout=stdout, stderr=subprocess.STDOUT, text=True, env=self.env)
+        self.clients.append(process)
+        return process
+
+    def wait(self, timeout: float) -> str:
+        """Wait for the server to finish and return its output (when piped); LaunchError if it failed."""
+        output, _ = self.server.communicate(timeout=timeout)
+        if self.server.returncode != 0:
+            raise LaunchError(f"the server exited with status {self.server.returncode}:\n{output or ''}")
+        return output or ""
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Terminate whatever still runs (clients first), killing what ignores the signal."""
+        for process in [*self.clients, self.server]:
+            if process.poll() is None:
+                process.terminate()
+        for process in [*self.clients, self.server]:
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def start_server(
+    work: Path,
+    *args: str,
+    certs: Path,
+    out: Path | None = None,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
+    env: Mapping[str, str] | None = None,
+    ready_timeout_s: float = 60.0,
+) -> LocalRun:
+    """Start ``secure-fedgraph server`` on a free port of 127.0.0.1 and wait until it listens
+    (it writes the port to a file once bound). ``args`` are the server's other options.
+
+    Raises:
+        LaunchError: the server exited or did not listen within ``ready_timeout_s`` (with its output).
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    out = out or work / "run"
+    port_file = work / "server.port"
+    port_file.unlink(missing_ok=True)
+    env = None if env is None else {**os.environ, **env}
+    server = subprocess.Popen(
+        command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--certs", str(certs), "--out", str(out), *args),
+        stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    deadline = time.monotonic() + ready_timeout_s
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if server.poll() is not None or time.monotonic() > deadline:
+            if server.poll() is None:
+                server.kill()
+            output = server.communicate()[0] if stdout == subprocess.PIPE else ""
+            raise LaunchError(f"the server did not start listening within {ready_timeout_s:g} s:\n{output or ''}")
+        time.sleep(0.05)
+    return LocalRun(server, int(port_file.read_text().strip()), certs, out, env)
+
+
+def start_clients(run: LocalRun, ranges: Sequence[str], *extra: str, logs: Path | None = None) -> list[subprocess.Popen]:
+    """One client process per ``--ids`` range; output to ``logs/client-process-<i>.log`` when
+    given (the files stay for the user to read), else discarded."""
+    started = []
+    for i, ids in enumerate(ranges):
+        if logs is None:
+            started.append(run.client(ids, *extra, stdout=subprocess.DEVNULL))
+            continue
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"client-process-{i}.log", "w") as log:  # the child keeps its own handle
+            started.append(run.client(ids, *extra, stdout=log))
+    return started
