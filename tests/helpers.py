@@ -92,18 +92,30 @@ def assert_no_readings(name: str, tensors, speeds) -> None:
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def _hzmetro_dir() -> Path | None:
-    """$SECURE_FEDGRAPH_DATA, else ../shared/data beside the repository, if it holds HZMetro."""
-    from secure_fedgraph.data import HZMetro
-
+def _data_dir_holding(dataset: str, files: tuple[str, ...]) -> Path | None:
+    """$SECURE_FEDGRAPH_DATA, else ../shared/data beside the repository, if it holds ``files`` of ``dataset``."""
     for candidate in (os.environ.get("SECURE_FEDGRAPH_DATA"), SHARED_DATA):
-        if candidate and all((Path(candidate) / "hzmetro" / f).is_file() for f in HZMetro.raw_files):
+        if candidate and all((Path(candidate) / dataset / f).is_file() for f in files):
             return Path(candidate)
     return None
 
 
+def _hzmetro_dir() -> Path | None:
+    from secure_fedgraph.data import HZMetro
+
+    return _data_dir_holding("hzmetro", HZMetro.raw_files)
+
+
+def _planetoid_dir() -> Path | None:
+    from secure_fedgraph.data.planetoid import raw_files
+
+    return _data_dir_holding("planetoid", raw_files("Cora") + raw_files("CiteSeer"))
+
+
 HZMETRO_DIR = _hzmetro_dir()
 needs_hzmetro = pytest.mark.skipif(HZMETRO_DIR is None, reason="HZMetro not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+PLANETOID_DIR = _planetoid_dir()
+needs_planetoid = pytest.mark.skipif(PLANETOID_DIR is None, reason="Cora and CiteSeer not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
 
 
 class ServerThatNeverRekeys(MaskServer):

@@ -6,7 +6,9 @@ A data directory is taken from the ``data_dir`` argument (the CLI's ``--data-dir
 
 from secure_fedgraph.data.hzmetro import HZMetro, MetroSplits, MetroWindows, metro_windows, partition_stations
 from secure_fedgraph.data.metr_la import MetrLA, TrafficSplits, dcrnn_windows
+from secure_fedgraph.data.planetoid import CitationGraph
 
-DATASETS = {"metr-la": MetrLA, "hzmetro": HZMetro}  # name -> class with raw_files, check_files(data_dir) and load(data_dir)
+# <data dir> folder -> its class; each has check_files(data_dir), which reads nothing (the command line's preflight)
+DATASETS = {"metr-la": MetrLA, "hzmetro": HZMetro, "planetoid": CitationGraph}
 
-__all__ = ["DATASETS", "HZMetro", "MetrLA", "MetroSplits", "MetroWindows", "TrafficSplits", "dcrnn_windows", "metro_windows", "partition_stations"]
+__all__ = ["DATASETS", "CitationGraph", "HZMetro", "MetrLA", "MetroSplits", "MetroWindows", "TrafficSplits", "dcrnn_windows", "metro_windows", "partition_stations"]
