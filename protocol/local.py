@@ -36,12 +36,20 @@ class LocalSession:
         self.round += 1
         self.runner.run(self.server.setup(self.round))
 
-    def secure_sum(self, name: str, inputs: Mapping[int, Mapping[str, Any]], *, streaming: bool = False) -> SumResult:
+    def secure_sum(
+        self,
+        name: str,
+        inputs: Mapping[int, Mapping[str, Any]],
+        *,
+        streaming: bool = False,
+        clip_range: float | None = None,
+        resolution: float | None = None,
+    ) -> SumResult:
         """Every client in ``inputs`` contributes; returns the server's view of the result
-        (``streaming``: see SumSpec)."""
+        (``streaming``, ``clip_range``, ``resolution``: see SumSpec)."""
         for client, tensors in inputs.items():
             self.clients[client].contribute(name, tensors)
-        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming)
+        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming, clip_range=clip_range, resolution=resolution)
         return self.runner.run(self.server.aggregate(spec))
 
 

@@ -46,6 +46,11 @@ class SumSpec:
 
     ``clip_range``: this sum's own clipping range, overriding the backend's (a sum of error
     statistics needs a wider range than a sum of model weights); None keeps the backend's.
+    ``resolution``: the largest absolute error per element of the sum the plan accepts, in the
+    values' own units (FedSTGD's gradient sums carry values of 1e-6); None keeps the backend's
+    precision. The backend chooses its encoding from it: mask takes enough fixed-point bits
+    (and refuses a range and resolution its ring cannot hold), ckks refuses a sum whose stated
+    error bound exceeds it, plain is exact. Plans never scale values to suit an encoding.
     ``server_only``: only the server needs the sum (FedAvg followed by a broadcast), so the
     clients are told the contributors but not sent the values; impossible with ckks.
     ``streaming``: one of many sums inside a round that the next computation waits for
@@ -61,10 +66,13 @@ class SumSpec:
     clip_range: float | None = None
     server_only: bool = False
     streaming: bool = False
+    resolution: float | None = None
 
     def __post_init__(self) -> None:
-        if self.clip_range is not None and not (isinstance(self.clip_range, int | float) and not isinstance(self.clip_range, bool) and math.isfinite(self.clip_range) and self.clip_range > 0):
-            raise ConfigError(f"sum {self.name!r}: clip_range must be a finite number > 0, got {self.clip_range!r}")
+        for option in ("clip_range", "resolution"):
+            value = getattr(self, option)
+            if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"sum {self.name!r}: {option} must be a finite number > 0, got {value!r}")
         if not _NAME.match(self.name):
             raise ConfigError(f"sum name {self.name!r} must match {_NAME.pattern}")
         names = [t.name for t in self.tensors]
@@ -78,11 +86,18 @@ class SumSpec:
 
     @classmethod
     def of(
-        cls, name: str, tensors: Mapping[str, Any], *, clip_range: float | None = None, server_only: bool = False, streaming: bool = False
+        cls,
+        name: str,
+        tensors: Mapping[str, Any],
+        *,
+        clip_range: float | None = None,
+        server_only: bool = False,
+        streaming: bool = False,
+        resolution: float | None = None,
     ) -> SumSpec:
         """The spec matching a mapping of name -> array (in the mapping's order)."""
         shapes = tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items())
-        return cls(name, shapes, clip_range, server_only, streaming)
+        return cls(name, shapes, clip_range, server_only, streaming, resolution)
 
     @property
     def size(self) -> int:

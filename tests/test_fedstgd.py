@@ -4,6 +4,7 @@ plan (mask equals plain, cost counts, ablations, the centralised run)."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,12 +12,12 @@ import torch
 
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, aggregate, contribution, direct_graph_term, gamma
-from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, batch_order, centralised, initial_weights
+from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, FedSTGDSums, batch_order, initial_weights
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
 from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.runs.simulate import simulate
+from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 from secure_fedgraph.training.sum_tape import SumTape
 from tests.helpers import HZMETRO_DIR, needs_hzmetro
 
@@ -70,11 +71,16 @@ def _clients(shape: ModelShape, sizes, seed: int = 0):
     return models
 
 
+def _ask(tensors):
+    """What a tape yields to have ``tensors`` summed (a plan yields a SecureSum need instead)."""
+    return tensors
+
+
 def _lockstep(steps):
     """Drive several clients' tape generators, every sum over all of them (numpy, as a secure sum)."""
     values, results = [next(s) for s in steps], [None] * len(steps)
     while True:
-        total = {k: sum(v[k] for v in values) for k in values[0]}
+        total = SimpleNamespace(values={k: sum(v[k] for v in values) for k in values[0]})
         values = []
         for i, s in enumerate(steps):
             try:
@@ -104,14 +110,15 @@ def _tape_gradients(models, xs, ys, slots, *, exact: bool):
     shape = models[0].shape
     tapes = [SumTape() for _ in models]
     constants = [m.batch_constants(slots) for m in models]
-    forward = [t.forward(lambda i, s, S, m=m, x=x, c=c: m.segment(i, s, S, x, c), shape.n_sums) for t, m, x, c in zip(tapes, models, xs, constants)]
+    forward = [t.forward(lambda i, s, S, m=m, x=x, c=c: m.segment(i, s, S, x, c), shape.n_sums, summed_by=_ask)
+               for t, m, x, c in zip(tapes, models, xs, constants)]
     predictions = _lockstep(forward)
     losses = [_loss(p, y, models[0].n_total) for p, y in zip(predictions, ys)]
     if exact:
-        _lockstep([t.backward(loss) for t, loss in zip(tapes, losses)])
+        _lockstep([t.backward(loss, summed_by=_ask) for t, loss in zip(tapes, losses)])
     else:
         for t, loss in zip(tapes, losses):
-            assert next(t.backward(loss, exact=False), None) is None  # no gradient sum at all
+            assert next(t.backward(loss, exact=False, summed_by=_ask), None) is None  # no gradient sum at all
     return sum(float(loss.detach()) for loss in losses), [{n: p.grad.clone() for n, p in m.named_parameters()} for m in models]
 
 
@@ -167,9 +174,9 @@ def test_the_batch_order_is_shared_and_changes_per_epoch():
 
 def test_sum_counts_follow_the_configuration():
     config = FedSTGDConfig(**TINY)
-    assert config.sums_per_batch() == 2 * 2 * 8  # one per GRU step and k, forward and backward
-    assert dataclasses.replace(config, gradients="detached").sums_per_batch() == 16
-    assert dataclasses.replace(config, inter_client=False).sums_per_batch() == 0
+    assert FedSTGDSums(config).per_batch() == 2 * 2 * 8  # one per GRU step and k, forward and backward
+    assert FedSTGDSums(dataclasses.replace(config, gradients="detached")).per_batch() == 16
+    assert FedSTGDSums(dataclasses.replace(config, inter_client=False)).per_batch() == 0
     assert config.batches("train") == [8, 8] and config.batches("val") == [16]
 
 
@@ -204,7 +211,7 @@ def test_metrics_state_the_cost_per_batch(plain_and_mask):
     config = FedSTGDConfig(clients=3, rounds=2, **TINY)
     cost = metrics["cost"]
     assert cost["secure_sums_per_batch"] == 32 and cost["training_batches"] == 2 * 2
-    assert cost["elements_up_per_client_per_batch"] == 2 * sum(config.forward_spec(i, 8).size for i in range(16))
+    assert cost["elements_up_per_client_per_batch"] == 2 * sum(FedSTGDSums(config).forward(i, 8).size for i in range(16))
     # every training-phase element the clients sent is a P/Q sum or its gradient
     assert metrics["elements_by_phase"]["training"]["up"] == 3 * cost["training_batches"] * cost["elements_up_per_client_per_batch"]
     assert metrics["bytes_up_by_phase"]["training"] >= 8 * metrics["elements_by_phase"]["training"]["up"]  # 64-bit ring elements
@@ -221,10 +228,13 @@ def test_without_inter_client_dependencies_no_pq_sum_is_made():
 
 @needs_hzmetro
 def test_the_centralised_upper_bound_runs_alone_and_simulate_refuses_one_client():
+    """One party with all 80 stations runs the same plan through the same runner (every sum
+    its own value); a secure-sum run of one client is refused."""
     config = FedSTGDConfig(clients=1, rounds=1, adjacency="exact", **TINY)
-    metrics = FedSTGD(config).run_alone(HZMETRO_DIR)
-    assert metrics["clients"] == 1 and len(metrics["rounds"]) == 1 and metrics["test_rmse"] > 0
-    assert centralised(config, HZMETRO_DIR) == metrics  # deterministic
+    metrics = simulate_one_party(FedSTGD(config), data_dir=HZMETRO_DIR)
+    assert metrics["plan"] == "fedstgd-centralised" and metrics["clients"] == 1 and len(metrics["rounds"]) == 1 and metrics["test_rmse"] > 0
+    again = simulate_one_party(FedSTGD(config), data_dir=HZMETRO_DIR)
+    assert [again[k] for k in ("rounds", "test_rmse", "test_mae", "test_mape")] == [metrics[k] for k in ("rounds", "test_rmse", "test_mae", "test_mape")]
     with pytest.raises(ConfigError):
         simulate(FedSTGD(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=HZMETRO_DIR)
 
@@ -237,20 +247,20 @@ def test_node_embeddings_never_leave_the_client():
     fedavg = initial_weights(config)
     assert "node_embedding" not in fedavg and "node_embedding" not in model.global_state()
     assert set(fedavg) == {n for n, _ in model.named_parameters()} - {"node_embedding"}
-    assert config.forward_spec(0, 2).tensors[1].shape == (2, 16, 2 + config.hidden)  # Γ: 4 MLP x 4 GNEA units
+    assert FedSTGDSums(config).forward(0, 2).tensors[1].shape == (2, 16, 2 + config.hidden)  # Γ: 4 MLP x 4 GNEA units
 
 
 def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
     """adjacency="off" ("w/o All,All"): no P/Q sums, and a station's prediction does not depend
     on any other station's inputs; the decomposed graph term is what it removes."""
     config = FedSTGDConfig(adjacency="off", **TINY)
-    assert config.sums_per_batch() == 0 and not config.cross_client
+    assert FedSTGDSums(config).per_batch() == 0 and not config.cross_client
     sizes, xs, _, slots = batch
     shape = ModelShape(hidden=6, node_dim=5, time_dim=4, embed_rank=3)
     model = FedSTGDModel(shape, sizes[0], sum(sizes), adjacency="off")
     model.reset_parameters(torch.Generator().manual_seed(0))
     constants = model.batch_constants(slots)
-    run = lambda x: SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), shape.n_sums, grad=False)  # noqa: E731
+    run = lambda x: SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), shape.n_sums, summed_by=_ask, grad=False)  # noqa: E731
     first = _lockstep([run(xs[0])])[0]
     perturbed = xs[0].clone()
     perturbed[:, :, 1:] += 5.0  # every station but station 0
@@ -259,7 +269,7 @@ def test_without_any_graph_no_sum_is_made_and_the_graph_term_is_zero(batch):
     assert not torch.allclose(first[:, :, 1:], other[:, :, 1:])
     decomposed = FedSTGDModel(shape, sizes[0], sum(sizes))
     decomposed.load_state_dict(model.state_dict())
-    with_graph = _lockstep([SumTape().forward(lambda i, s, S: decomposed.segment(i, s, S, xs[0], constants), shape.n_sums, grad=False)])[0]
+    with_graph = _lockstep([SumTape().forward(lambda i, s, S: decomposed.segment(i, s, S, xs[0], constants), shape.n_sums, summed_by=_ask, grad=False)])[0]
     assert not torch.allclose(first, with_graph)  # the graph term is what "off" removes
 
 
@@ -336,7 +346,7 @@ def test_sync_batch_trains_the_one_party_decomposed_model(monkeypatch):
         return model
 
     monkeypatch.setattr(module, "client_model", same_embeddings)
-    alone = _numbers(centralised(FedSTGDConfig(clients=1, rounds=2, **TINY), HZMETRO_DIR))
+    alone = _numbers(simulate_one_party(FedSTGD(FedSTGDConfig(clients=1, rounds=2, **TINY)), data_dir=HZMETRO_DIR))
     runs = {sync: simulate(FedSTGD(FedSTGDConfig(clients=3, rounds=2, sync=sync, **TINY)), SecureSumConfig(backend=Backend.MASK),
                            data_dir=HZMETRO_DIR) for sync in ("batch", "round")}
     gap = {sync: max(abs(a / b - 1) for a, b in zip(_numbers(run.metrics), alone)) for sync, run in runs.items()}

@@ -211,8 +211,7 @@ class CkksServer(ServerRole):
         if spec.server_only:
             raise ConfigError(f"sum {spec.name!r} is server_only, but with ckks only the clients can decrypt a sum")
         params = self.config.ckks.params
-        clip_range = self.config.ckks.clip_range if spec.clip_range is None else spec.clip_range
-        scale_bits = params.scale_for(n_clients=len(self.clients), clip_range=clip_range)
+        clip_range, scale_bits = self.config.ckks.encoding(spec, len(self.clients))
         needed = self._needed
         self._require(len(self.live), needed, "remain live for a new sum")
         index, self._sum_index = self._sum_index, self._sum_index + 1
@@ -393,8 +392,7 @@ class CkksClient(ClientRole):
         if self.client_id not in request.live:
             raise ProtocolError(f"client {self.client_id}: not in the live set of sum {request.sum_index}")
         params = self.config.ckks.params
-        clip_range = self.config.ckks.clip_range if request.spec.clip_range is None else request.spec.clip_range
-        scale_bits = params.scale_for(n_clients=len(self._participants), clip_range=clip_range)
+        clip_range, scale_bits = self.config.ckks.encoding(request.spec, len(self._participants))
         x = self._fresh(request.spec)
         checks = self._checks(request.sum_index, request.header.round, clip_range)
         ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits,

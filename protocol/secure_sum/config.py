@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from secure_fedgraph.crypto.ckks import PRESETS, CkksParams
 from secure_fedgraph.crypto.fixed_point import FixedPoint
-from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.errors import CapacityError, ConfigError
 from secure_fedgraph.protocol.secure_sum.adversary import (
     Adversary,
     Threat,
@@ -171,16 +171,30 @@ class MaskConfig:
         streaming = self.streaming and not sparse
         return MaskPlan(GraphKind.SPARSE if sparse else GraphKind.COMPLETE, degree, threshold, survivors, max_dropped, streaming)
 
-    def encoding(self, n_clients: int, n_values: int, clip_range: float | None = None) -> FixedPoint:
-        """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients
-        (``clip_range``: the sum's own range, else the config's)."""
+    def encoding(self, n_clients: int, n_values: int, clip_range: float | None = None, resolution: float | None = None) -> FixedPoint:
+        """The fixed-point encoding for a sum of ``n_values`` values over ``n_clients`` clients:
+        ``clip_range`` the sum's own range, else the config's; the config's precision, or more
+        where ``resolution`` (the sum's largest acceptable error per element) needs it."""
+        bits = self.precision_bits if resolution is None else max(self.precision_bits, FixedPoint.bits_for(n_clients, resolution))
         return FixedPoint.for_sum(
             n_clients=n_clients,
             clip_range=self.clip_range if clip_range is None else clip_range,
-            precision_bits=self.precision_bits,
+            precision_bits=bits,
             ring_bits=self.ring_bits,
             count_lane_max=n_values,
         )
+
+    def encoding_of(self, spec: SumSpec, n_clients: int) -> FixedPoint:
+        """:meth:`encoding` of sum ``spec``. Server and clients derive it alike, and a client
+        refuses a sum its ring cannot hold rather than let it wrap.
+
+        Raises:
+            CapacityError: the range and resolution do not fit the ring (names the sum).
+        """
+        try:
+            return self.encoding(n_clients, spec.size, spec.clip_range, spec.resolution)
+        except CapacityError as exc:
+            raise CapacityError(f"sum {spec.name!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -194,6 +208,21 @@ class CkksConfig:
 
     params: CkksParams = field(default_factory=lambda: PRESETS["lean"])
     clip_range: float = 8.0
+
+    def encoding(self, spec: SumSpec, n_clients: int) -> tuple[float, int]:
+        """(clip range, scale bits) of sum ``spec`` over ``n_clients`` clients, the same on
+        both sides.
+
+        Raises:
+            CapacityError: the sum's resolution is finer than the stated error bound (names the sum).
+        """
+        clip_range = self.clip_range if spec.clip_range is None else spec.clip_range
+        scale_bits = self.params.scale_for(n_clients=n_clients, clip_range=clip_range)
+        bound = self.params.error_bound(n_clients, clip_range=clip_range, scale_bits=scale_bits)
+        if spec.resolution is not None and bound > spec.resolution:
+            raise CapacityError(f"sum {spec.name!r} needs a resolution of {spec.resolution:g}, but ckks states an error bound of "
+                                f"{bound:.3g} for {n_clients} clients at clip range {clip_range:g}; use the mask backend, or a larger CKKS scale")
+        return clip_range, scale_bits
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, CkksParams):

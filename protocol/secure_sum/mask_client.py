@@ -334,7 +334,7 @@ class MaskClient(ClientRole):
             raise self._fail("masked input before the keys of the epoch were shared")
         self._new_sum_index(ep, request.sum_index)
         s = request.sum_index
-        expected = self.config.mask.encoding(len(ep.participants), request.spec.size, request.spec.clip_range)
+        expected = self.config.mask.encoding_of(request.spec, len(ep.participants))
         if request.encoding != expected:
             raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
         self._open_shares(ep, request)

@@ -216,7 +216,7 @@ class MaskServer(ServerRole):
         while True:  # 3.-4., again under new keys while nothing has been revealed and a re-key is needed
             self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
             streaming = self._plan.streams(spec)
-            encoding = self.config.mask.encoding(len(self._participants), spec.size, spec.clip_range)
+            encoding = self.config.mask.encoding_of(spec, len(self._participants))
             live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
             committed: dict[int, bytes] = {}

@@ -58,6 +58,15 @@ class PlainServer(ServerRole):
         return SumResult(spec, spec.unflatten(total), frozenset(contributors), 0, 0.0)
 
 
+class OnePartyServer(PlainServer):
+    """The server side of a one-party run: a plan's centralised baseline (one client holding
+    all the data) through the same plan and in-process runner, each "sum" being that client's
+    own value. Only runs/simulate.py's ``simulate_one_party`` builds it, never a configuration,
+    so no run with other parties can end up with it."""
+
+    min_clients = 1
+
+
 def abandoned_streaming(role: ServerRole, spec: SumSpec, live: set[int], answered: set[int]) -> None:
     """A streaming sum is all-or-nothing on every backend (threat_model.md M-STREAM): a dropout
     abandons it, so a plan's numbers do not depend on the backend."""

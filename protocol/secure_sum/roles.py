@@ -59,6 +59,7 @@ class ServerRole(ABC):
     """Server side of one backend for one session."""
 
     backend: Backend
+    min_clients = 2  # a sum of one is that client's value: only OnePartyServer, outside any protocol, allows it
 
     def __init__(
         self,
@@ -78,8 +79,8 @@ class ServerRole(ABC):
         unknown = sorted(set(clients) - set(self.directory))
         if unknown:
             raise ConfigError(f"clients {unknown} have no identity key in the directory")
-        if len(set(clients)) != len(clients) or len(clients) < 2:
-            raise ConfigError(f"a secure sum needs at least 2 distinct clients, got {clients}")
+        if len(set(clients)) != len(clients) or len(clients) < self.min_clients:
+            raise ConfigError(f"a secure sum needs at least {self.min_clients} distinct clients, got {clients}")
         self.clients = sorted(clients)
         self._round_started = -1
         self.log: list[str] = []  # stage-level events (ids, counts, reasons); never payloads

@@ -59,6 +59,19 @@ class FixedPoint:
             raise ConfigError(f"precision_bits must be an int in [0, 62], got {self.precision_bits!r}")
         ring_dtype(self.ring_bits)
 
+    @staticmethod
+    def bits_for(n_clients: int, resolution: float) -> int:
+        """The fewest fractional bits that keep a sum of ``n_clients`` encodings within
+        ``resolution`` of the exact sum (each rounding costs at most 2^-(bits+1)).
+
+        Raises:
+            CapacityError: more than 62 bits would be needed.
+        """
+        bits = max(0, math.ceil(math.log2(n_clients / (2 * resolution))))
+        if bits > 62:
+            raise CapacityError(f"a resolution of {resolution:g} over {n_clients} clients needs {bits} fractional bits; at most 62 fit a ring")
+        return bits
+
     @property
     def max_code(self) -> int:
         """Largest |q| one clipped input can encode to."""

@@ -22,6 +22,7 @@ class Plan(ABC):
     Config: ClassVar[type]
     clients_field: ClassVar[str]  # the Config field the CLI's --clients sets
     uploads_activations: ClassVar[bool] = False  # split learning: the server sees each client's activations
+    one_party: ClassVar[bool] = False  # one client holding all the data is the plan's centralised baseline (runs/simulate.py: simulate_one_party)
 
     @property
     def dp_sigma(self) -> float | None:
@@ -57,11 +58,6 @@ class Plan(ABC):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> Any:
         """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
         return None
-
-    def run_alone(self, data_dir: str | os.PathLike | None, say=None) -> dict:
-        """A one-party run with no protocol (a centralised baseline), for plans that have one;
-        ``secure-fedgraph run`` calls it when the plan has a single client."""
-        raise ConfigError(f"plan {self.name} has no one-party run: it needs at least 2 clients")
 
     def config_json(self) -> str:
         return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)

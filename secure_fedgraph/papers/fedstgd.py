@@ -28,7 +28,10 @@ Algorithm (numbers match the comments in the code):
 Ablations (Table 3): ``gnea=False`` uses E_v itself in Γ ("w/o GNEA"); ``inter_client=False``
 sums each client's own terms only, with no P/Q secure sum ("w/o -,All": every client alone,
 with FedAvg); ``adjacency="off"`` drops the graph term ("w/o All,All"). The centralised
-upper bound is :func:`secure_fedgraph.training.fedstgd_centralised`.
+upper bound is this same plan with ``clients=1`` (``one_party``): one party holding all 80
+stations, run by the same in-process runner with every sum its own value
+(``secure_fedgraph.runs.simulate.simulate_one_party``; ``secure-fedgraph run fedstgd --clients 1``).
+With ``adjacency="exact"`` its graph is TGCRN's eq. 5, with no decomposition.
 
 The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
 Model choices the paper leaves open are listed in models/fedstgd.py.
@@ -51,10 +54,9 @@ from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
-from secure_fedgraph.protocol.collectives import Receive, SecureSum
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
+from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.training.forecasting import load_weights
 from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.training.sum_tape import SumTape
@@ -65,7 +67,8 @@ NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("s
 ERRORS = ("sse", "sae", "sape", "count")
 SYNCS = ("round", "batch")
 GLOBAL_GRADIENT = "global-grad"
-GLOBAL_GRADIENT_CLIP = 1e11  # x 2^20 x 8 clients still fits the 64-bit ring
+GLOBAL_GRADIENT_CLIP = 1e7  # sync="batch": the global parameters' gradients of the pooled loss, with a wide margin
+GRADIENT_RESOLUTION = 1e-10  # the gradient sums carry dL/dS of a mean over ~1e4 loss terms: values of 1e-6 and below
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ class FedSTGDConfig:
         train_days, val_days, test_days: chronological split of the 7 days.
         max_windows: keep only the first windows of each split (small test runs).
         forward_clip, gradient_clip: clipping ranges of the P/Q sums and of their gradient
-            sums (the gradient sums carry dL/dS times the batch's number of loss terms).
+            sums (dL/dS, in its own units); the gradient sums also state the resolution they
+            need (GRADIENT_RESOLUTION), and the backend chooses an encoding that holds both.
         seed: run seed (global initialisation, private embeddings, batch order).
     """
 
@@ -124,7 +128,7 @@ class FedSTGDConfig:
     test_days: int = 1
     max_windows: int | None = None
     forward_clip: float = 1e4
-    gradient_clip: float = 1e6
+    gradient_clip: float = 100.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -180,29 +184,49 @@ class FedSTGDConfig:
         count = self.windows(split)
         return [min(size, count - start) for start in range(0, count, size)]
 
-    def sums_per_batch(self, *, training: bool = True) -> int:
+
+class FedSTGDSums:
+    """The secure sums of a FedSTGD run as the server asks for them, and what they cost per
+    batch: one P/Q sum per GRU step and k (eqs. 22-23), the same again for their gradients
+    with exact gradients, and with ``sync="batch"`` the pooled global gradient."""
+
+    def __init__(self, config: FedSTGDConfig) -> None:
+        self.config = config
+        self.shape = config.shape
+
+    def forward(self, index: int, batch: int) -> SumSpec:
+        """P_kj and Q_kj of sum ``index`` for a batch of ``batch`` windows."""
+        return self._pq("pq", index, batch, clip_range=self.config.forward_clip)
+
+    def gradient(self, index: int, batch: int) -> SumSpec:
+        """dL_i/dS of sum ``index``: values far below the default fixed-point resolution."""
+        return self._pq("pq-grad", index, batch, clip_range=self.config.gradient_clip, resolution=GRADIENT_RESOLUTION)
+
+    def global_gradient(self, global_weights: dict[str, np.ndarray]) -> SumSpec:
+        """``sync="batch"``: the global parameters' gradients, summed after every batch."""
+        return SumSpec.of(GLOBAL_GRADIENT, global_weights, clip_range=GLOBAL_GRADIENT_CLIP, resolution=GRADIENT_RESOLUTION, streaming=True)
+
+    def per_batch(self, *, training: bool = True) -> int:
         """Secure sums per batch: one per GRU step and k, twice with exact gradients, and the
         global gradient sum with ``sync="batch"``."""
-        synced = int(training and self.sync == "batch")
-        if not self.cross_client:
+        c = self.config
+        synced = int(training and c.sync == "batch")
+        if not c.cross_client:
             return synced
-        return self.shape.n_sums * (2 if training and self.gradients == "exact" else 1) + synced
+        return self.shape.n_sums * (2 if training and c.gradients == "exact" else 1) + synced
 
-    def forward_spec(self, index: int, batch: int) -> SumSpec:
-        return self._pq_spec("pq", index, batch, self.forward_clip)
+    def elements_per_batch(self) -> int:
+        """Elements each client uploads per full training batch through the P/Q sums."""
+        c = self.config
+        if not c.cross_client:
+            return 0
+        forward = sum(self.forward(i, c.batch_size).size for i in range(self.shape.n_sums))
+        return forward * (2 if c.gradients == "exact" else 1)
 
-    def gradient_spec(self, index: int, batch: int) -> SumSpec:
-        return self._pq_spec("pq-grad", index, batch, self.gradient_clip)
-
-    def global_gradient_spec(self, global_weights: dict[str, np.ndarray]) -> SumSpec:
-        """``sync="batch"``: the global parameters' gradients, times the batch's loss terms
-        (like the P/Q gradients), so they sit well above the fixed-point resolution."""
-        return SumSpec.of(GLOBAL_GRADIENT, global_weights, clip_range=GLOBAL_GRADIENT_CLIP, streaming=True)
-
-    def _pq_spec(self, name: str, index: int, batch: int, clip_range: float) -> SumSpec:
+    def _pq(self, name: str, index: int, batch: int, **precision: float) -> SumSpec:
         # streaming: 32 sums per batch, each awaited by the next step (mask's streaming variant, M-STREAM)
         shapes = tuple(TensorSpec(k, v) for k, v in self.shape.sum_shapes(index, batch).items())
-        return SumSpec(name, shapes, clip_range=clip_range, streaming=True)
+        return SumSpec(name, shapes, streaming=True, **precision)
 
 
 @functools.lru_cache(maxsize=2)
@@ -261,6 +285,7 @@ class FedSTGD(Plan):
     name = "fedstgd"
     Config = FedSTGDConfig
     clients_field: ClassVar[str] = "clients"
+    one_party = True  # clients=1 is Table 3's centralised upper bound
 
     def client_ids(self) -> list[int]:
         return list(range(self.config.clients))
@@ -274,21 +299,18 @@ class FedSTGD(Plan):
             splits = MetroSplits(*(type(w)(w.x[:cap], w.y[:cap], w.x_time[:cap], w.y_time[:cap]) for w in (splits.train, splits.val, splits.test)))
         return ClientData(stations, splits.stations(stations))
 
-    def run_alone(self, data_dir: str | os.PathLike | None, say=None) -> dict[str, Any]:
-        """``--clients 1``: the centralised upper bound (:func:`centralised`)."""
-        return centralised(self.config, data_dir, say=say)
-
-    # -- server ---------------------------------------------------------------------------------
+    # -- server (Algorithm 1: the server only starts sums and releases error totals) ------------
 
     def server(self, ctx: ServerContext):
         c = self.config
+        sums = FedSTGDSums(c)
         global_weights = initial_weights(c)
         with ctx.phase("set-up"):
             yield from ctx.start_round(0)
             yield from ctx.secure_sum(NORMALISATION)  # 0.
-            yield from ctx.broadcast("model", global_weights)
+            yield from ctx.broadcast("model", global_weights)  # line 5: Θ and E_τ
         history, batches = [], 0
-        gradient_sum = c.global_gradient_spec(global_weights) if c.sync == "batch" else None
+        synced = sums.global_gradient(global_weights) if c.sync == "batch" else None
         for r in range(c.rounds):
             if r:
                 with ctx.phase("set-up"):
@@ -296,7 +318,7 @@ class FedSTGD(Plan):
             with ctx.phase("training"):
                 for _ in range(c.local_epochs):
                     for size in c.batches("train"):  # 1.-2.
-                        batches += yield from self._server_batch(ctx, size, training=True, synced=gradient_sum)
+                        batches += yield from self._server_batch(ctx, sums, size, training=True, synced=synced)
             if c.sync == "round":
                 with ctx.phase("fedavg"):
                     try:
@@ -304,38 +326,38 @@ class FedSTGD(Plan):
                     except SumAbandoned:
                         pass  # every client keeps its own global parameters this round
             with ctx.phase("evaluation"):
-                errors = yield from self._server_evaluation(ctx, "val")  # 4.
+                errors = yield from self._server_evaluation(ctx, sums, "val")  # 4.
             history.append({"round": r, "clients": len(ctx.live), **errors})
             ctx.report(r, clients=len(ctx.live), val_rmse=errors["rmse"], val_mae=errors["mae"], val_mape=errors["mape"])
         with ctx.phase("evaluation"):
-            test = yield from self._server_evaluation(ctx, "test")  # 5.
+            test = yield from self._server_evaluation(ctx, sums, "test")  # 5.
         per_batch = {
-            "secure_sums_per_batch": c.sums_per_batch(),
-            "elements_up_per_client_per_batch": self._elements_per_batch() + (gradient_sum.size if gradient_sum else 0),
+            "secure_sums_per_batch": sums.per_batch(),
+            "elements_up_per_client_per_batch": sums.elements_per_batch() + (synced.size if synced else 0),
             "training_batches": batches,
         }
         return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
                 "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
 
-    def _server_batch(self, ctx: ServerContext, size: int, *, training: bool, synced: SumSpec | None = None):
+    def _server_batch(self, ctx: ServerContext, sums: FedSTGDSums, size: int, *, training: bool, synced: SumSpec | None = None):
         """The sums of one batch; returns 1, or 0 when one of them was abandoned (the batch too)."""
         c = self.config
         try:
             if c.cross_client:
-                for index in range(c.shape.n_sums):
-                    yield from ctx.secure_sum(c.forward_spec(index, size))
+                for index in range(sums.shape.n_sums):
+                    yield from ctx.secure_sum(sums.forward(index, size))
                 if training and c.gradients == "exact":
-                    for index in reversed(range(c.shape.n_sums)):
-                        yield from ctx.secure_sum(c.gradient_spec(index, size))
+                    for index in reversed(range(sums.shape.n_sums)):
+                        yield from ctx.secure_sum(sums.gradient(index, size))
             if synced is not None:
                 yield from ctx.secure_sum(synced)
         except SumAbandoned:
             return 0
         return 1
 
-    def _server_evaluation(self, ctx: ServerContext, split: str):
+    def _server_evaluation(self, ctx: ServerContext, sums: FedSTGDSums, split: str):
         for size in self.config.batches(split):
-            yield from self._server_batch(ctx, size, training=False)
+            yield from self._server_batch(ctx, sums, size, training=False)
         name = "validation" if split == "val" else "test"
         totals = yield from released_errors(ctx, errors_spec(name, ERRORS, clip_range=1e12))
         if totals is None:
@@ -343,14 +365,7 @@ class FedSTGD(Plan):
         errors = pooled_errors(totals)
         return {"rmse": errors.rmse, "mae": errors.mae, "mape": errors.mape_percent}
 
-    def _elements_per_batch(self) -> int:
-        c = self.config
-        if not c.cross_client:
-            return 0
-        forward = sum(c.forward_spec(i, c.batch_size).size for i in range(c.shape.n_sums))
-        return forward * (2 if c.gradients == "exact" else 1)
-
-    # -- client ---------------------------------------------------------------------------------
+    # -- client (Algorithm 1, lines 8-14, on one client) -----------------------------------------
 
     def client(self, ctx: ClientContext):
         c = self.config
@@ -366,7 +381,10 @@ class FedSTGD(Plan):
                 order = batch_order(c, r * c.local_epochs + e)
                 for start in range(0, len(order), c.batch_size):  # 1.-2.
                     x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
-                    yield from self._client_step(ctx, model, optimiser, x, y, slots, scaler)
+                    try:
+                        yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler)
+                    except SumAbandoned:
+                        pass  # the server abandoned one of the batch's sums: no step on it
                 schedule.step()
             if c.sync == "round":
                 try:
@@ -377,28 +395,28 @@ class FedSTGD(Plan):
             yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
         yield from self._client_evaluation(ctx, model, splits.test, scaler, "test")  # 5.
 
-    def _client_step(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
-        """One batch; skipped (no step) when the server abandons one of its sums."""
-        try:
-            yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler)
-        except SumAbandoned:
-            pass
+    def _summed_by(self, ctx: ClientContext, name: str):
+        """How the sum tape sums: through secure sum ``name``, or (no inter-client sums) the
+        client's own value is the sum."""
+        return (lambda tensors: ctx.secure_sum(name, tensors)) if self.config.cross_client else None
 
     def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
+        """One training batch: the forward pass through the P/Q sums (eqs. 22-23, then 13-16
+        with the sums), the L1 loss, the backward pass through the gradient sums (G = sum_i
+        dL_i/dS), and an Adam step (line 13); with ``sync="batch"`` on the pooled gradient."""
         c = self.config
         tape = SumTape()
         constants = model.batch_constants(slots)
-        prediction = yield from self._sums(ctx, tape.forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums), "pq")
+        segment = lambda i, state, summed: model.segment(i, state, summed, x, constants)  # noqa: E731
+        prediction = yield from tape.forward(segment, c.shape.n_sums, summed_by=self._summed_by(ctx, "pq"))
         loss = l1_loss(prediction, y, scaler)
         optimiser.zero_grad()
-        gradients = tape.backward(loss, exact=c.gradients == "exact")
-        yield from self._sums(ctx, gradients, "pq-grad", scale=float(loss_terms(y)))  # the sums carry dL/dS x terms
+        yield from tape.backward(loss, exact=c.gradients == "exact", summed_by=self._summed_by(ctx, "pq-grad"))
         if c.sync == "batch":  # every client steps with the pooled gradient of the global parameters
             shared = {k: p for k, p in model.named_parameters() if k != "node_embedding"}
-            grads = {k: torch.zeros_like(p) if p.grad is None else p.grad for k, p in shared.items()}
-            pooled = yield from _scaled_sum(ctx, GLOBAL_GRADIENT, grads, float(loss_terms(y)))
+            pooled = yield ctx.secure_sum(GLOBAL_GRADIENT, {k: torch.zeros_like(p) if p.grad is None else p.grad for k, p in shared.items()})
             for k, p in shared.items():
-                p.grad = torch.as_tensor(pooled[k], dtype=p.dtype)
+                p.grad = torch.as_tensor(pooled.values[k], dtype=p.dtype)
         optimiser.step()
 
     def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):
@@ -408,74 +426,16 @@ class FedSTGD(Plan):
             x, y, slots = window_batch(windows, np.arange(start, min(start + c.eval_batch_size, len(windows))))
             with torch.no_grad():
                 constants = model.batch_constants(slots)
-            steps = SumTape().forward(lambda i, s, S: model.segment(i, s, S, x, constants), c.shape.n_sums, grad=False)
+            segment = lambda i, state, summed: model.segment(i, state, summed, x, constants)  # noqa: E731
             try:
-                prediction = yield from self._sums(ctx, steps, "pq")
+                prediction = yield from SumTape().forward(segment, c.shape.n_sums, summed_by=self._summed_by(ctx, "pq"), grad=False)
             except SumAbandoned:
                 continue  # the server dropped this batch from the evaluation too
             sums = masked_error_sums(scaler.inverse(prediction.numpy()), y)
             totals = {k: totals[k] + sums[k] for k in ERRORS}
         yield from report_errors(ctx, name, totals)
 
-    def _sums(self, ctx: ClientContext, tape_steps, name: str, *, scale: float = 1.0):
-        """Drive a tape generator: each value goes to a secure sum (or, without inter-client
-        dependencies, is this client's own sum). ``scale`` keeps small gradients well above the
-        fixed-point resolution: values are multiplied by it before the sum, divided after."""
-        try:
-            value = next(tape_steps)
-            while True:
-                if self.config.cross_client:
-                    value = yield from _scaled_sum(ctx, name, value, scale)
-                value = tape_steps.send(value)
-        except StopIteration as stop:
-            return stop.value
-
-
-def _scaled_sum(ctx: ClientContext, name: str, tensors, scale: float):
-    """A secure sum of ``tensors`` times ``scale``, divided back: small gradients stay well
-    above the fixed-point resolution."""
-    result = yield ctx.secure_sum(name, {k: v * scale for k, v in tensors.items()})
-    return {k: v / scale for k, v in result.values.items()}
-
 
 def load_weights_global(model: FedSTGDModel, weights: dict[str, Any]) -> None:
     """Load FedAvg'ed global weights, keeping the private node embedding."""
     load_weights(model, {**weights, "node_embedding": model.node_embedding.detach().numpy()})
-
-
-def centralised(config: FedSTGDConfig, data_dir: str | os.PathLike | None = None, *, say=None) -> dict[str, Any]:
-    """The centralised upper bound of Table 3: one party holding all 80 stations runs the
-    client side of the plan, every sum being its own value and no server involved. With
-    ``adjacency="exact"`` its graph is TGCRN's eq. 5, with no decomposition.
-
-    Returns the metrics a federated run reports (per-round validation errors and the test
-    errors), so the two sit side by side."""
-    if config.clients != 1:
-        raise ConfigError(f"the centralised model holds every station: clients must be 1, got {config.clients}")
-    plan = FedSTGD(config)
-    steps = plan.client(ClientContext(0, config.seed, plan.load_client_data(0, data_dir)))
-    history, test = [], None
-    need = next(steps)
-    while True:
-        if isinstance(need, Receive):
-            value = initial_weights(config)
-        elif isinstance(need, SecureSum):
-            tensors = {k: as_array(v).astype(np.float64) for k, v in need.tensors.items()}
-            value = SumResult(SumSpec.of(need.name, tensors), tensors, frozenset({0}), 0, 0.0)
-            if need.name in ("validation", "test"):
-                e = pooled_errors(tensors)
-                errors = {"rmse": e.rmse, "mae": e.mae, "mape": e.mape_percent}
-                if need.name == "test":
-                    test = errors
-                else:
-                    history.append({"round": len(history), "clients": 1, **errors})
-                    if say is not None:
-                        say(f"round {len(history)}: val rmse {e.rmse:.3f}, val mae {e.mae:.3f}, val mape {e.mape_percent:.3f}")
-        else:
-            raise ConfigError(f"the centralised run has no server to answer {need!r}")
-        try:
-            need = steps.send(value)
-        except StopIteration:
-            break
-    return {"plan": "fedstgd-centralised", "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
-            "test_mape": test["mape"], "clients": 1}

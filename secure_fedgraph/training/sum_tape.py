@@ -10,11 +10,15 @@ summed) -> (state, contribution)``), cutting the autograd graph at every sum: th
 state and the sum enter each segment as fresh leaves. :func:`backward` then walks the
 segments in reverse. For each it backpropagates the gradients of that segment's outputs (the
 next segment's leaf gradients, and G for its contribution), which leaves dL_i/dS on the sum's
-leaf; that is sent to a second sum, whose result is G for the segment before. Both functions
-are generators that yield what is to be summed and are sent the sum, so the caller decides
-what a sum is: a secure sum (a plan), the client's own value (no inter-client sums), or
-nothing at all (``exact=False``: the detached variant of FedGTP's socket deployment, where G is
-taken as zero and gradients reach a client's contributions only through its own use of S).
+leaf; that is sent to a second sum, whose result is G for the segment before.
+
+Both are generators: what is to be summed goes to ``summed_by`` (a plan passes
+``lambda tensors: ctx.secure_sum(name, tensors)``), whose return value is yielded, and the
+answer sent back carries the sum in ``.values``. With ``summed_by=None`` a contribution is its
+own sum and nothing is yielded (one party, or no inter-client dependency). ``exact=False`` is
+the detached variant of FedGTP's socket deployment: G is taken as zero, and gradients reach a
+client's contributions only through its own use of S. This module imports nothing of the
+protocol: the plan decides what a sum is.
 
 A segment may also use tensors computed once per batch from parameters and public inputs
 (the ``constants``); every segment's backward keeps the graph, so their gradients add up.
@@ -24,13 +28,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 Segment = Callable[[int, dict[str, Tensor], dict[str, Tensor] | None], tuple[dict[str, Tensor], dict[str, Tensor] | None]]
-Sums = Generator[dict[str, np.ndarray], Mapping[str, np.ndarray], Tensor | None]
+SummedBy = Callable[[dict[str, np.ndarray]], Any] | None  # tensors -> the request to yield; its answer has .values
+Sums = Generator[Any, Any, Tensor | None]
+
+
+def _summed(summed_by: SummedBy, tensors: dict[str, np.ndarray]) -> Generator[Any, Any, Mapping[str, np.ndarray]]:
+    """The sum of ``tensors`` over the clients: asked for through ``summed_by``, or the value
+    itself when there is no one else to sum with."""
+    if summed_by is None:
+        return tensors
+    return (yield summed_by(tensors)).values
 
 
 @dataclass(eq=False)
@@ -47,9 +61,9 @@ class SumTape:
     def __init__(self) -> None:
         self.cuts: list[_Cut] = []
 
-    def forward(self, segment: Segment, n_sums: int, *, grad: bool = True) -> Sums:
-        """Run segments 0 .. n_sums; yield each contribution (float64 numpy), receive the sum.
-        Returns the last segment's ``prediction`` (attached to the graph with ``grad``).
+    def forward(self, segment: Segment, n_sums: int, *, summed_by: SummedBy, grad: bool = True) -> Sums:
+        """Run segments 0 .. n_sums, summing each contribution (float64 numpy) through
+        ``summed_by``. Returns the last segment's ``prediction`` (attached to the graph with ``grad``).
 
         ``grad=False`` (evaluation) runs each segment under ``torch.no_grad`` and keeps no
         tape. The grad mode is set per segment, never held across a yield: the generator is
@@ -65,14 +79,14 @@ class SumTape:
                 self.cuts.append(_Cut(inputs, summed, state, contribution))
             if index == n_sums:
                 break
-            total = yield {k: v.detach().double().numpy() for k, v in contribution.items()}
+            total = yield from _summed(summed_by, {k: v.detach().double().numpy() for k, v in contribution.items()})
             summed = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype).requires_grad_(grad) for k, v in contribution.items()}
         return state["prediction"]
 
-    def backward(self, loss: Tensor, *, exact: bool = True) -> Sums:
+    def backward(self, loss: Tensor, *, summed_by: SummedBy, exact: bool = True) -> Sums:
         """Accumulate every parameter's gradient of this client's ``loss`` plus, with
-        ``exact``, the other clients' losses through this client's contributions. Yields
-        dL/dS for each sum, last first, and is sent G = the sum of those over clients."""
+        ``exact``, the other clients' losses through this client's contributions: dL/dS of
+        each sum, last first, goes to ``summed_by``, whose G (the sum over clients) flows on."""
         tensors, grads = [loss], [torch.ones_like(loss)]
         received: dict[str, Tensor] | None = None
         for index in reversed(range(len(self.cuts))):
@@ -93,7 +107,7 @@ class SumTape:
                 continue
             gradient = {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in cut.summed.items()}
             if exact:
-                total = yield {k: v.double().numpy() for k, v in gradient.items()}
+                total = yield from _summed(summed_by, {k: v.double().numpy() for k, v in gradient.items()})
                 received = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype) for k, v in gradient.items()}
             else:
                 received = None

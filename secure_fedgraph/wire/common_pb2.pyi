@@ -39,18 +39,20 @@ class TensorSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SumSpec(_message.Message):
-    __slots__ = ("name", "tensors", "clip_range", "server_only", "streaming")
+    __slots__ = ("name", "tensors", "clip_range", "server_only", "streaming", "resolution")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     CLIP_RANGE_FIELD_NUMBER: _ClassVar[int]
     SERVER_ONLY_FIELD_NUMBER: _ClassVar[int]
     STREAMING_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     clip_range: float
     server_only: bool
     streaming: bool
-    def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., clip_range: _Optional[float] = ..., server_only: _Optional[bool] = ..., streaming: _Optional[bool] = ...) -> None: ...
+    resolution: float
+    def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., clip_range: _Optional[float] = ..., server_only: _Optional[bool] = ..., streaming: _Optional[bool] = ..., resolution: _Optional[float] = ...) -> None: ...
 
 class FixedPoint(_message.Message):
     __slots__ = ("clip_range", "precision_bits", "ring_bits")
