@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,9 @@ from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+from secure_fedgraph.privacy.ledger import ReleaseLedger
 from secure_fedgraph.seeds import derive_seed
+from secure_fedgraph.training.device import single_thread
 
 Need = Receive | SecureSum | Upload
 RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
@@ -90,6 +92,7 @@ class ServerContext:
         self.live = set(self.clients)
         self.dropped: dict[int, str] = {}
         self.abandoned: dict[str, int] = {}  # sums given up, by name (metrics: abandoned_sums)
+        self.releases = ReleaseLedger()  # rows of client data that went out through a DP hook
         self._report = report
 
     @property
@@ -151,9 +154,15 @@ class ServerContext:
         self._count("down", sum(as_array(v).size for c in outcome.accepted for v in per_client[c].values()))
         return outcome.accepted
 
-    def upload(self, name: str, spec: SumSpec) -> StepGen[dict[int, dict[str, np.ndarray]]]:
+    def upload(self, name: str, spec: SumSpec, *, releases: tuple[str, Sequence[int]] | None = None) -> StepGen[dict[int, dict[str, np.ndarray]]]:
+        """Each live client's own tensors. ``releases`` = (unit, rows): the upload goes out
+        through the clients' DP hook and releases those rows of that unit of each client's
+        data; the ledger (``self.releases``) counts them for the accountant."""
         before = set(self.live)
         received = yield from collectives.upload(self.seq, sorted(self.live), name, spec)
+        if releases is not None:
+            for client in received:
+                self.releases.record(client, *releases)
         self.live &= set(received)
         for client in before - set(received):
             self.dropped.setdefault(client, f"no valid upload {name!r} in round {self.round}")
@@ -269,7 +278,8 @@ class ClientHost(SecretMaterial):
 
     def _resume(self, value: Any, *, first: bool = False) -> None:
         try:
-            self._need = next(self._plan) if first else self._plan.send(value)
+            with single_thread():  # the host, not the plan, owns the thread setting: plans run up to their next yield
+                self._need = next(self._plan) if first else self._plan.send(value)
         except StopIteration:
             self._need, self.finished = None, True
 
@@ -277,7 +287,8 @@ class ClientHost(SecretMaterial):
         """Tell the plan that sum ``name`` was abandoned (it raises SumAbandoned at its yield)."""
         self._pending = None
         try:
-            self._need = self._plan.throw(SumAbandoned(f"client {self.client_id}: the server abandoned sum {name!r}"))
+            with single_thread():
+                self._need = self._plan.throw(SumAbandoned(f"client {self.client_id}: the server abandoned sum {name!r}"))
         except StopIteration:
             self._need, self.finished = None, True
 

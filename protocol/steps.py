@@ -14,6 +14,8 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from secure_fedgraph.training.device import single_thread
+
 T = TypeVar("T")
 
 
@@ -54,7 +56,8 @@ def drive(steps: StepGen[T], transport: Transport, *, timer: Callable[[float], N
     while True:
         started = time.perf_counter()
         try:
-            step = next(steps) if outcome is None else steps.send(outcome)
+            with single_thread():  # the server's plan code runs on one torch thread, as the clients' (training/device.py)
+                step = next(steps) if outcome is None else steps.send(outcome)
         except StopIteration as stop:
             return stop.value
         finally:

@@ -9,6 +9,7 @@ released window.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from opacus.accountants import RDPAccountant
@@ -31,6 +32,20 @@ class PrivacySpent:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def gaussian_report(releases: Mapping[int, int], *, sigma: float, delta: float, mechanism: str) -> dict:
+    """The ``privacy`` entry of a run's metrics: each client's epsilon from its most released
+    row's count (``releases``, from a :class:`~secure_fedgraph.privacy.ledger.ReleaseLedger`)."""
+    spent = {i: epsilon_of(sigma, n, delta) for i, n in releases.items() if n}
+    return {
+        "mechanism": mechanism,
+        "unit": next(iter(spent.values())).unit if spent else None,
+        "delta": delta,
+        "epsilon_max": max((s.epsilon for s in spent.values()), default=0.0),
+        "epsilon_per_client": {str(i): s.epsilon for i, s in sorted(spent.items())},
+        "releases_per_client": {str(i): n for i, n in sorted(releases.items())},
+    }
 
 
 def epsilon_of(sigma: float, releases: int, delta: float, *, sample_rate: float = 1.0) -> PrivacySpent:

@@ -58,7 +58,8 @@ from secure_fedgraph.data.metr_la import METR_LA_SENSORS, check_sensors, load_ca
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
-from secure_fedgraph.training.forecasting import curriculum, single_thread
+from secure_fedgraph.training.device import single_thread
+from secure_fedgraph.training.forecasting import curriculum
 from secure_fedgraph.training.metrics import rmse_mae
 
 GRU = "gru"

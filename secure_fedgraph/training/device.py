@@ -3,11 +3,28 @@ asked for or, with "auto", when present."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
 from secure_fedgraph.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """One torch thread inside, the caller's count restored after: BLAS results can depend on
+    the thread count, and a run must give the same numbers in one process (where many
+    clients share a thread) as across processes. The hosts that run plan code hold it
+    (protocol/engine.py's ClientHost, protocol/steps.py's drive), never across a yield."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def check_device(name: str, device: str) -> None:

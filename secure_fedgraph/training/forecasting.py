@@ -1,14 +1,14 @@
 """Local training and evaluation of a forecaster on one client's windows.
 
-Everything runs with one torch thread (``single_thread``): BLAS results can depend on the
-thread count, and a plan must give the same numbers in one process and across processes.
+Everything runs with one torch thread (``single_thread``, training/device.py): BLAS results
+can depend on the thread count, and a plan must give the same numbers in one process and
+across processes. Inside a plan the client host already holds that setting.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,16 +16,7 @@ import torch
 from torch import nn
 
 from secure_fedgraph.models import GRUSeq2Seq
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+from secure_fedgraph.training.device import single_thread
 
 
 def weights_of(model: nn.Module) -> dict[str, np.ndarray]:

@@ -169,3 +169,58 @@ def test_released_values_are_rounded_to_the_stated_precision():
     total = result.metrics["total"]
     assert total / quantum == round(total / quantum)  # on the grid: the decryption noise below it stays with the client
     assert abs(total - 46.0) <= bound + quantum
+
+
+class _ThreadProbe(Plan):
+    """Records the torch thread count its code sees on both sides."""
+
+    name = "thread-probe"
+    Config = ToyConfig
+    clients_field = "clients"
+    seen: list[int] = []
+
+    def client_ids(self):
+        return list(range(self.config.clients))
+
+    def server(self, ctx: ServerContext):
+        import torch
+
+        self.seen.append(torch.get_num_threads())
+        yield from ctx.broadcast("go", {"x": np.zeros(1)})
+        self.seen.append(torch.get_num_threads())
+        return {}
+
+    def client(self, ctx: ClientContext):
+        import torch
+
+        self.seen.append(torch.get_num_threads())
+        yield ctx.receive("go")
+        self.seen.append(torch.get_num_threads())
+
+
+def test_the_hosts_not_the_plans_hold_one_torch_thread():
+    """Plan code runs on one torch thread whoever calls it (BLAS results can depend on the
+    count; in one process many clients share the thread), and the caller's count is restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _ThreadProbe.seen.clear()
+        simulate(_ThreadProbe(ToyConfig(clients=3)), SecureSumConfig(backend=Backend.PLAIN))
+        assert _ThreadProbe.seen and set(_ThreadProbe.seen) == {1}
+        assert len(_ThreadProbe.seen) == 2 + 3 * 2
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_uploads_through_a_dp_hook_are_counted_per_row_for_the_accountant():
+    """The upload collective keeps the release ledger; a plan only names the rows."""
+    from secure_fedgraph.privacy import ReleaseLedger
+
+    ledger = ReleaseLedger()
+    for batch in ([0, 1], [2, 3], [1, 2]):
+        ledger.record(5, "train", batch)
+    ledger.record(5, "val", [0])
+    assert ledger.per_client([5, 6]) == {5: 2, 6: 0}  # rows 1 and 2 went out twice; client 6 never

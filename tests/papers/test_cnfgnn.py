@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.papers import CNFGNN
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig, server_batches
@@ -174,7 +175,8 @@ def _centralised_split_learning(plan: CNFGNN, cross_terms: bool = True) -> float
     """The SL variant's first round computed in one place with autograd: every client's model,
     the GN, the loss sum_i L_i, one Adam per client and one for the GN (on the mean). Returns
     the validation RMSE. ``cross_terms=False`` drops the gradient through the GN to the encoders."""
-    from secure_fedgraph.training.forecasting import error_sums, load_weights, single_thread, weights_of
+    from secure_fedgraph.training.device import single_thread
+    from secure_fedgraph.training.forecasting import error_sums, load_weights, weights_of
     from secure_fedgraph.training.metrics import rmse_mae
 
     c = plan.config
@@ -183,8 +185,8 @@ def _centralised_split_learning(plan: CNFGNN, cross_terms: bool = True) -> float
     data = [raw.normalised(mean, std) for raw in raws]
     graph = plan.load_server_data(None)
     with single_thread():
-        gn = plan._graph_net()
-    initial = weights_of(plan._client_model())
+        gn = plan.graph_net()
+    initial = weights_of(plan.client_model())
     models = []
     for _ in raws:
         model = GRUSeq2Seq(hidden_size=c.hidden_size, graph_size=c.hidden_size)
@@ -225,3 +227,18 @@ def test_split_learning_is_exact_backpropagation_through_the_server():
     exact, detached = _centralised_split_learning(CNFGNN(config)), _centralised_split_learning(CNFGNN(config), cross_terms=False)
     assert protocol == pytest.approx(exact, rel=1e-5)
     assert abs(detached - exact) > 100 * abs(protocol - exact) + 3e-4
+
+
+def test_each_table_10_variant_is_its_own_plan_class():
+    """CNFGNN(config) builds the variant's class, so the registry, the command line and
+    from_config_json need nothing special; a class cannot run another variant's config."""
+    from secure_fedgraph.papers.cnfgnn import AlternatingTraining, AlternatingTrainingFedAvg, SplitLearning, SplitLearningFedAvg
+
+    classes = {"at+fedavg": AlternatingTrainingFedAvg, "at": AlternatingTraining, "sl": SplitLearning, "sl+fedavg": SplitLearningFedAvg}
+    for variant, cls in classes.items():
+        plan = CNFGNN(CNFGNNConfig(variant=variant))
+        assert type(plan) is cls and plan.name == "cnfgnn"
+        assert type(CNFGNN.from_config_json(plan.config_json())) is cls
+    assert type(CNFGNN()) is AlternatingTrainingFedAvg  # the paper's default
+    with pytest.raises(ConfigError, match="variant 'sl'"):
+        SplitLearning(CNFGNNConfig(variant="at"))
