@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import re
 import types
 import typing
@@ -27,6 +28,7 @@ from secure_fedgraph.wire import collectives_pb2, common_pb2, envelope_pb2, secu
 
 # dtypes a tensor may carry on the wire (little-endian only; no object arrays, ever)
 WIRE_DTYPES = {np.dtype(name) for name in ("<f4", "<f8", "<u4", "<u8", "<i4", "<i8")}
+MAX_DIMS = 8  # no message of ours has more; a header with thousands of dimensions is refused before any arithmetic
 
 _MESSAGE_MODULES = (protocol_messages, secure_sum_messages, spec_module)
 _PB_MODULES = (common_pb2, secure_sum_pb2, collectives_pb2)
@@ -71,6 +73,12 @@ def _optional_inner(hint: Any) -> Any | None:
     return None
 
 
+def byte_size(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Bytes a tensor of ``shape`` needs, in Python ints (threat_model.md R-CRASH): numpy's
+    int64 product wraps ([2^32, 2^32] gives 0), so a header could claim any size at all."""
+    return math.prod(shape) * dtype.itemsize
+
+
 def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     """A read-only array view of a Tensor, after checking dtype, shape and byte length."""
     try:
@@ -79,10 +87,12 @@ def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
         raise ProtocolError(f"tensor has unknown dtype {tensor.dtype!r}") from None
     if dtype not in WIRE_DTYPES:
         raise ProtocolError(f"tensor dtype {tensor.dtype!r} is not allowed on the wire")
-    shape = tuple(tensor.shape)
+    if len(tensor.shape) > MAX_DIMS:
+        raise ProtocolError(f"tensor has {len(tensor.shape)} dimensions, at most {MAX_DIMS} are allowed")
+    shape = tuple(int(d) for d in tensor.shape)
     if any(d < 0 for d in shape):
         raise ProtocolError(f"tensor has a negative dimension: {shape}")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+    expected = byte_size(shape, dtype)
     if len(tensor.data) != expected:
         raise ProtocolError(f"tensor of shape {shape} and dtype {dtype} needs {expected} bytes, got {len(tensor.data)}")
     return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)

@@ -116,6 +116,8 @@ def _server(args: argparse.Namespace) -> int:
         join_timeout_s=args.join_timeout,
         step_timeout_s=args.step_timeout,
         max_message_bytes=int(args.max_message_mb * 2**20),
+        hello_timeout_s=args.hello_timeout,
+        queue_depth=args.queue_depth,
         port_file=Path(args.port_file) if args.port_file else None,
         data_dir=Path(args.data_dir) if args.data_dir else None,
     )
@@ -247,11 +249,15 @@ def _preflight(args: argparse.Namespace) -> None:
     from secure_fedgraph.data import DATASETS
     from secure_fedgraph.papers import check_plan_name, plan_dataset
     from secure_fedgraph.runs import preflight
+    from secure_fedgraph.validation import positive, positive_number
 
     _check_data_dir(args)
     if getattr(args, "plan", None) is not None:
         check_plan_name(args.plan)
     if args.command == "server":
+        for option in ("join_timeout", "step_timeout", "hello_timeout", "max_message_mb"):
+            positive_number(f"--{option.replace('_', '-')}", getattr(args, option))
+        positive("--queue-depth", args.queue_depth)
         preflight.check_bindable("--bind", args.bind)
         preflight.check_writable_folder("--out", args.out)
         _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
@@ -346,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for the clients (default 120)")
     server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")
     server.add_argument("--max-message-mb", type=float, default=256.0, help="largest message accepted, MiB (default 256)")
+    server.add_argument("--hello-timeout", type=float, default=10.0, help="seconds a new stream has to send its Hello (default 10)")
+    server.add_argument("--queue-depth", type=int, default=1,
+                        help="messages a connection may have waiting before gRPC flow control holds its sender back (default 1)")
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
     server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
                         "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")

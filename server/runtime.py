@@ -50,6 +50,8 @@ class ServerOptions:
     join_timeout_s: float = 120.0
     step_timeout_s: float = 120.0
     max_message_bytes: int = 256 * 2**20
+    hello_timeout_s: float = 10.0  # a stream that sends no Hello within it is refused
+    queue_depth: int = 1  # messages a connection may have waiting; its sender is held back by flow control beyond it
     port_file: Path | None = None
     data_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,9 +75,10 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     transcript = TranscriptWriter(options.out / "transcript.bin") if options.transcript else None
     events: list[str] = []
     transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
-                                    transcript=transcript, log=events.append)
+                                    hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append)
     # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8),
+    # one stream per client, so n + 8 handlers; more concurrent calls are refused by gRPC at once
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8), maximum_concurrent_rpcs=len(expected) + 8,
                          options=[*channel_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
@@ -137,6 +140,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         **traffic_summary(traffic, ctx),
         round_log=rounds.rows,
         events=events + role.log,
+        inbox_peak_bytes={str(c): held for c, held in transport.peak_inbox_bytes().items()},  # R-FLOOD: at most queue_depth messages each
         **options.extra,
     )
     for client, reason in sorted(ctx.dropped.items()):

@@ -43,5 +43,7 @@ class Traffic:
             return None
         except ProtocolError as exc:
             return str(exc)
+        except Exception as exc:  # noqa: BLE001 whatever one message triggers drops its sender, never the server (R-CRASH)
+            return f"could not handle the message ({type(exc).__name__}: {exc})"
         finally:
             self.server_seconds += time.perf_counter() - started

@@ -8,6 +8,15 @@ what is malformed and says why. A client is identified by its TLS certificate (S
 ``urn:secure-fedgraph:client:<id>``); its Hello must name the same id. A client that is silent
 past the deadline, disconnects, or sends a message over the size limit is out of the step;
 nothing a client sends can stop the server.
+
+Bounds (threat_model.md R-STREAMS, R-FLOOD): a certificate whose client is not in the run is
+refused before anything it sends is read, and so is every stream once the run has started;
+each certificate identity holds at most one stream; a stream must send its Hello within
+``hello_timeout_s``; each connection's inbox holds at most ``queue_depth`` messages, and its
+reader stops pulling from gRPC while the inbox is full, so HTTP/2 flow control holds the
+sender back. A connection therefore holds at most ``queue_depth + 2`` messages of at most
+``max_message_bytes`` in this process (the inbox, the one its reader waits to queue, the one
+gRPC is receiving), whatever it sends; the server runtime bounds the streams at n + 8.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.steps import Step, StepOutcome
@@ -62,6 +71,7 @@ def peer_client_id(context: grpc.ServicerContext) -> int | None:
 class Connection:
     client: int
     outbound: queue.Queue
+    inbox: Inbox  # bounded: what the client sent, not yet read by a step
     alive: bool = True
     reason: str = ""
 
@@ -69,6 +79,32 @@ class Connection:
         if self.alive:
             self.alive, self.reason = False, reason
             self.outbound.put(_CLOSE)
+
+
+class Inbox:
+    """One connection's inbound messages, bounded (threat_model.md R-FLOOD): ``put`` blocks
+    while ``depth`` messages wait, so the connection's reader stops pulling from gRPC and HTTP/2
+    flow control holds the sender back. Counts the bytes it holds and their peak."""
+
+    def __init__(self, depth: int) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._lock = threading.Lock()
+        self.held_bytes = 0
+        self.peak_bytes = 0
+
+    def put(self, item: bytes | str, timeout: float | None = None) -> None:
+        self._queue.put(item, timeout=timeout)
+        if isinstance(item, bytes):
+            with self._lock:
+                self.held_bytes += len(item)
+                self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+
+    def get_nowait(self) -> bytes | str:
+        item = self._queue.get_nowait()
+        if isinstance(item, bytes):
+            with self._lock:
+                self.held_bytes -= len(item)
+        return item
 
 
 class GrpcServerTransport:
@@ -80,44 +116,95 @@ class GrpcServerTransport:
         *,
         step_timeout_s: float = 120.0,
         max_message_bytes: int = 256 * 2**20,
+        hello_timeout_s: float = 10.0,
+        queue_depth: int = 1,
         transcript: TranscriptWriter | None = None,
         log: Callable[[str], None] = lambda line: None,
     ) -> None:
+        if queue_depth < 1:
+            raise ConfigError(f"queue_depth must be at least 1, got {queue_depth}")
         self.expected = set(expected)
         self.max_message_bytes = max_message_bytes
         self.step_timeout_s = step_timeout_s
+        self.hello_timeout_s = hello_timeout_s
+        self.queue_depth = queue_depth
         self.transcript = transcript
         self.log = log
         self.connections: dict[int, Connection] = {}
-        self.inbound: queue.Queue = queue.Queue()
+        self.streams: set[int] = set()  # certificate identities holding a stream now (one each)
+        self.joining = True  # False once the run has started: later streams are refused
+        # (client, its inbox) once per message queued: never longer than the inboxes together
+        self.ready: queue.Queue = queue.Queue()
         self.traffic = Traffic()
         self._lock = threading.Lock()
         self._joined = threading.Condition(self._lock)
 
     # --- the stream handler (one per logical client) ------------------------------------
     def session(self, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        client = peer_client_id(context)
-        if client is None:
+        certified = peer_client_id(context)
+        if certified is None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no secure_fedgraph client certificate on this connection")
+        if certified not in self.expected:  # before reading anything it sends
+            self.log(f"refused client {certified}: not part of this run")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {certified} is not part of this run")
+        if not self.joining:
+            self.log(f"refused client {certified}: the run had started")
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without client {certified}")
+        if not self._claim(certified):
+            self.log(f"refused a second stream for the certificate of client {certified}")
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"client {certified} already holds a stream to this server")
         try:
-            hello = codec.decode(next(request_iterator))
-        except (StopIteration, ProtocolError) as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the first message must be a Hello ({exc})")
-        certified, client = client, stream_identity(client, hello)
-        if client is None:
-            client, claimed = certified, getattr(hello, "client", type(hello).__name__)
-            self.log(f"refused a connection: certificate of client {client}, Hello claims {claimed}")
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"this certificate is for client {client}, but the Hello claims {claimed}")
+            yield from self._serve(certified, request_iterator, context)
+        finally:
+            with self._lock:
+                self.streams.discard(certified)
+
+    def _claim(self, certified: int) -> bool:
+        """Take the one stream a certificate identity may hold (threat_model.md R-STREAMS);
+        False if it holds one, or joined the run already."""
         with self._lock:
-            if client not in self.expected:
-                self.log(f"refused client {client}: not part of this run")
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client} is not part of this run")
-            if client in self.connections:
-                context.abort(grpc.StatusCode.ALREADY_EXISTS, f"client {client} is already connected")
-            connection = Connection(client, queue.Queue())
+            if certified in self.streams or certified in self.connections:
+                return False
+            self.streams.add(certified)
+            return True
+
+    def _inbox(self) -> Inbox:
+        return Inbox(self.queue_depth)
+
+    def _await_hello(self, hello_box: queue.Queue) -> bytes | str | None:
+        """The stream's first message (or why it ended), or None past ``hello_timeout_s``
+        (threat_model.md R-STREAMS): a silent stream does not hold a server thread for long."""
+        try:
+            return hello_box.get(timeout=self.hello_timeout_s)
+        except queue.Empty:
+            return None
+
+    def _serve(self, certified: int, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        inbox = self._inbox()
+        hello_box: queue.Queue = queue.Queue(maxsize=1)
+        threading.Thread(target=self._read, args=(certified, request_iterator, inbox, hello_box), daemon=True, name=f"read-{certified}").start()
+        first = self._await_hello(hello_box)
+        if first is None:
+            self.log(f"refused client {certified}: no Hello within {self.hello_timeout_s:g} s")
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Hello within {self.hello_timeout_s:g} s (the server's --hello-timeout)")
+        try:
+            hello = codec.decode(first) if isinstance(first, bytes) else None
+        except ProtocolError:
+            hello = None
+        if not isinstance(hello, Hello):
+            reason = first if isinstance(first, str) else f"the first message must be a Hello, got {type(hello).__name__ if hello else 'a malformed message'}"
+            self.log(f"refused client {certified}: {reason}")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
+        client = stream_identity(certified, hello)
+        if client is None:
+            self.log(f"refused a connection: certificate of client {certified}, Hello claims {hello.client}")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"this certificate is for client {certified}, but the Hello claims {hello.client}")
+        with self._lock:
+            if not self.joining:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without client {certified}")
+            connection = Connection(client, queue.Queue(), inbox)
             self.connections[client] = connection
             self._joined.notify_all()
-        threading.Thread(target=self._read, args=(connection, request_iterator), daemon=True, name=f"read-{client}").start()
         while True:
             item = connection.outbound.get()
             if item is _CLOSE:
@@ -126,12 +213,20 @@ class GrpcServerTransport:
                 return
             yield item
 
-    def _read(self, connection: Connection, request_iterator: Iterator[bytes]) -> None:
+    def _read(self, client: int, request_iterator: Iterator[bytes], inbox: Inbox, hello_box: queue.Queue) -> None:
+        """Move the client's messages into its inbox: the first to ``hello_box``, the rest
+        blocking while the inbox is full, so gRPC stops reading from the socket."""
         cancelled = (f"the stream was cancelled: the client went away, or sent a message over the "
                      f"{self.max_message_bytes} byte limit (--max-message-mb)")
+        first = True
         try:
             for data in request_iterator:
-                self.inbound.put((connection.client, data))
+                if first:
+                    hello_box.put(data)
+                    first = False
+                    continue
+                inbox.put(data)  # blocks while full: flow control, not memory, absorbs a flood
+                self.ready.put((client, inbox))
             # gRPC ends the iterator instead of raising when it refused an oversized message before
             # this reader asked for it (the client heard RESOURCE_EXHAUSTED and closed): the two
             # cannot be told apart here, so the reason names both
@@ -140,13 +235,21 @@ class GrpcServerTransport:
         except grpc.RpcError:
             # gRPC does not tell the handler which limit; the client gets RESOURCE_EXHAUSTED with the sizes.
             reason = cancelled
-        except Exception as exc:  # the stream must never take the server down
-            reason = f"stream failed ({exc})"
-        self.inbound.put((connection.client, reason))
+        except Exception as exc:  # noqa: BLE001 the stream must never take the server down
+            reason = f"stream failed ({type(exc).__name__}: {exc})"
+        if first:
+            hello_box.put(reason)
+            return
+        try:  # a stream refused after its Hello may leave a full inbox nobody reads: do not wait forever
+            inbox.put(reason, timeout=self.step_timeout_s)
+        except queue.Full:
+            return
+        self.ready.put((client, inbox))
 
     # --- joining --------------------------------------------------------------------------
     def wait_for_clients(self, timeout_s: float, *, progress: Callable[[int], None] | None = None) -> list[int]:
-        """Wait until every expected client joined, or the deadline; returns who joined."""
+        """Wait until every expected client joined, or the deadline; returns who joined. No
+        stream joins after this returns (the run starts with these clients)."""
         deadline = time.monotonic() + timeout_s
         last = -1
         with self._joined:
@@ -158,7 +261,12 @@ class GrpcServerTransport:
                 if remaining <= 0:
                     break
                 self._joined.wait(min(remaining, 1.0))
+            self.joining = False
             return sorted(self.connections)
+
+    def peak_inbox_bytes(self) -> dict[int, int]:
+        """Per joined client, the most bytes its inbox held at once (metrics; R-FLOOD)."""
+        return {c: connection.inbox.peak_bytes for c, connection in sorted(self.connections.items())}
 
     # --- steps --------------------------------------------------------------------------
     def execute(self, step: Step) -> StepOutcome:
@@ -190,11 +298,15 @@ class GrpcServerTransport:
         deadline = time.monotonic() + self.step_timeout_s
         while pending:
             try:
-                client, item = self.inbound.get(timeout=max(0.0, deadline - time.monotonic()))
+                client, inbox = self.ready.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            item = inbox.get_nowait()
+            connection = self.connections.get(client)
+            if connection is None or connection.inbox is not inbox:
+                continue  # from a stream that never joined the run
             if isinstance(item, str):  # the stream ended
-                self.connections[client].close(item)
+                connection.close(item)
                 if client in pending:
                     pending.discard(client)
                     silent.add(client)

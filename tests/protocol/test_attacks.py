@@ -772,11 +772,12 @@ def test_attack_two_inputs_under_one_sum_index(monkeypatch):
 
 
 def test_attack_a_wrongly_shaped_upload_takes_its_sender_out_not_the_sum(monkeypatch):
-    """A malicious client uploads a ring vector one element short. It is rejected and the sum
-    goes on with the others; accepted, it would break the server's running sum."""
+    """A malicious client uploads one ring element where the sum has many. It is rejected and
+    the sum goes on with the others; accepted, numpy would broadcast it into every element of
+    the server's running sum, and the sum released would be wrong."""
 
     def short(response: InputResponse) -> InputResponse:
-        return dataclasses.replace(response, payload=response.payload[:-1])
+        return dataclasses.replace(response, payload=response.payload[:1])
 
     def attack() -> bool:
         return _sum_spoiled(5, 1, Stage.INPUT, short, contributors={0, 2, 3, 4})

@@ -15,6 +15,7 @@ from secure_fedgraph.protocol.secure_sum import messages as m
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 from secure_fedgraph.protocol import messages as pm
 from secure_fedgraph.wire import common_pb2, envelope_pb2
+from tests.helpers import defence_stops
 
 HEADER = m.Header(b"s" * 16, 3, 41, Stage.UNMASK, 7)
 SAMPLES = {
@@ -124,3 +125,32 @@ def test_big_endian_arrays_go_on_the_wire_little_endian():
     big = np.arange(4, dtype=">u4")
     decoded = codec.decode(codec.encode(m.InputResponse(HEADER, big, ())))
     assert decoded.payload.dtype == np.dtype("<u4") and decoded.payload.tolist() == [0, 1, 2, 3]
+
+
+def overflowing_header() -> bytes:
+    """An upload whose tensor header claims [2^32, 2^32] float64s and carries no data: numpy's
+    int64 product of that shape wraps to 0, which matches the empty data."""
+    return _input_response_with(common_pb2.Tensor(dtype="<f8", shape=[2**32, 2**32], data=b""))
+
+
+def test_attack_a_tensor_header_whose_size_wraps(monkeypatch):
+    """A malicious client's header claims 2^64 elements (threat_model.md R-CRASH). Sizes are
+    computed with Python ints, so the decoder refuses it with a ProtocolError (its sender is
+    rejected); computed with numpy's int64, the size wraps to 0, passes the length check, and
+    the reshape raises a ValueError that no ProtocolError handler catches."""
+
+    def attack() -> bool:
+        try:
+            codec.decode(overflowing_header())
+        except ProtocolError:
+            return False
+        except Exception:  # noqa: BLE001 anything else escapes the handlers written for bad input
+            return True
+        return True
+
+    defence_stops(attack, monkeypatch, codec, "byte_size", lambda shape, dtype: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+
+
+def test_headers_with_too_many_dimensions_are_refused_before_any_arithmetic():
+    with pytest.raises(ProtocolError, match="at most 8 are allowed"):
+        codec.decode(_input_response_with(common_pb2.Tensor(dtype="<f8", shape=[1] * 10_000, data=b"\x00" * 8)))

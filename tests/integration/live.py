@@ -1,0 +1,125 @@
+"""The real server runtime and real client runtimes in this process, over real TLS sockets on
+127.0.0.1: what the gRPC attack tests need, so that one defence can be switched off inside the
+code under test (the process-level tests in test_grpc_runtime.py cannot do that)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_clients
+from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
+from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
+from secure_fedgraph.server.runtime import ServerOptions, run_server
+
+
+@dataclass
+class LiveServer:
+    """``run_server`` in a thread; ``wait`` gives its metrics or raises what it raised."""
+
+    keys: KeyDirectory
+    out: Path
+    port: int = 0
+    thread: threading.Thread | None = None
+    metrics: dict[str, Any] | None = None
+    error: BaseException | None = None
+    said: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"the server did not finish within {timeout_s:g} s"
+        if self.error is not None:
+            raise self.error
+        return self.metrics
+
+    def finished(self, timeout_s: float = 120.0) -> bool:
+        """Whether the run finished (False if the server raised)."""
+        try:
+            self.wait(timeout_s)
+        except Exception:  # noqa: BLE001 any failure of the run is what the caller asks about
+            return False
+        return True
+
+
+def start_server(work: Path, *, clients: int, keys_for: int | None = None, length: int = 64, rounds: int = 1,
+                 **options: Any) -> LiveServer:
+    """A fedavg-vector run of ``clients`` clients (mask backend) waiting on a free port."""
+    root = work / "keys"
+    keys = KeyDirectory(root if root.exists() else init_keys(root, clients=keys_for or clients).root)
+    live = LiveServer(keys, work / "run")
+    port_file = work / "server.port"
+    port_file.unlink(missing_ok=True)
+    server_options = ServerOptions(
+        bind="127.0.0.1:0", plan=FedAvgVector(FedAvgVectorConfig(clients=clients, length=length, rounds=rounds)),
+        secure=SecureSumConfig(backend=Backend.MASK), keys=keys.root, out=live.out, port_file=port_file,
+        **{"join_timeout_s": 30.0, "step_timeout_s": 30.0, **options},
+    )
+
+    def serve() -> None:
+        try:
+            live.metrics = run_server(server_options, say=live.said.append)
+        except BaseException as exc:  # noqa: BLE001 handed to wait()
+            live.error = exc
+
+    live.thread = threading.Thread(target=serve, daemon=True, name="live-server")
+    live.thread.start()
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        assert live.thread.is_alive() and time.monotonic() < deadline, f"the server did not listen: {live.error!r}"
+        time.sleep(0.02)
+    live.port = int(port_file.read_text())
+    return live
+
+
+@dataclass
+class LiveClients:
+    """``run_clients`` in a thread."""
+
+    thread: threading.Thread
+    outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
+
+    def wait(self, timeout_s: float = 120.0) -> dict[int, ClientOutcome]:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"the clients did not finish within {timeout_s:g} s"
+        return self.outcomes
+
+    def all_finished(self, timeout_s: float = 120.0) -> bool:
+        return all(o.finished for o in self.wait(timeout_s).values())
+
+
+def start_clients(server: LiveServer, ids: list[int], **options: Any) -> LiveClients:
+    """Honest clients ``ids``, hosted by the real client runtime."""
+    client_options = ClientOptions(server=server.address, ids=ids, keys=server.keys.root, **{"connect_timeout_s": 10.0, **options})
+    live = LiveClients(threading.Thread(target=lambda: None))
+
+    def run() -> None:
+        live.outcomes.update(run_clients(client_options, say=lambda line: None))
+
+    live.thread = threading.Thread(target=run, daemon=True, name="live-clients")
+    live.thread.start()
+    return live
+
+
+def raw_channel(server: LiveServer, client: int, *, max_message_bytes: int = 2**20) -> grpc.Channel:
+    """A TLS channel holding client ``client``'s certificate, for an attacker that speaks the
+    wire format by hand."""
+    keys = server.keys
+    credentials = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
+                                               certificate_chain=keys.client_cert(client).read_bytes())
+    options = channel_options(max_message_bytes) + [("grpc.ssl_target_name_override", "localhost")]
+    return grpc.secure_channel(server.address, credentials, options=options)
+
+
+def open_stream(channel: grpc.Channel, *, timeout_s: float = 60.0) -> ClientStream:
+    return ClientStream(channel, timeout_s=timeout_s)
