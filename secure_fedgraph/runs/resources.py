@@ -72,22 +72,22 @@ class ProcessUsage:
 
 
 def usage() -> ProcessUsage:
-    """This process now: /proc/self/fd and /proc/self/status where there is a /proc (Linux),
-    ``getrusage`` for the peak (ru_maxrss is in KiB on Linux)."""
+    """This process now: /proc/self/fd and /proc/self/status (VmRSS, VmHWM) where there is a
+    /proc (Linux); elsewhere ``getrusage`` for the peak."""
     try:
         open_files: int | None = len(os.listdir("/proc/self/fd")) - 1  # less the descriptor listdir itself holds
     except OSError:
         open_files = None
-    rss = None
+    memory: dict[str, int] = {}
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) * 1024
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    memory[line[:5]] = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return ProcessUsage(open_files, _os_threads(), rss,
-                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    peak = memory.get("VmHWM", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # ru_maxrss: KiB on Linux, bytes on macOS
+    return ProcessUsage(open_files, _os_threads(), memory.get("VmRSS"), peak)
 
 
 def _os_threads() -> int:
