@@ -25,7 +25,7 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 protos: $(VENV)/.installed
-	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. --grpc_python_out=.. $$(find . -name '*.proto' | sort)
+	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. $$(find . -name '*.proto' | sort)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/secure_sum.py

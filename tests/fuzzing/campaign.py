@@ -25,12 +25,14 @@ must finish both runs (a crash is a failure).
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,47 +284,47 @@ def run_campaign(config: CampaignConfig, work: Path, *, say=print) -> CampaignRe
 
     # 1. the fuzzed run
     started = time.monotonic()
-    run = _server(work / "fuzzed", keys, config)
-    try:
-        honest = run.client(f"0-{config.honest - 1}")
+
+    def fuzzers(run: LocalRun) -> list[Callable[[], None]]:
         identities = [FuzzIdentity(a.client, run, keys, result, lock) for a in attacks]
-        threads = []
-        for i, (identity, attack) in enumerate(zip(identities, attacks, strict=True)):
-            mine = junk[i :: len(identities)]
 
-            def fuzz(identity=identity, attack=attack, mine=mine) -> None:
-                for first in mine:
-                    identity.probe_hello(first)
-                identity.play(attack, baseline=False)
+        def fuzz(identity: FuzzIdentity, attack: Attack, mine: list[bytes]) -> None:
+            for first in mine:
+                identity.probe_hello(first)
+            identity.play(attack, baseline=False)
 
-            threads.append(threading.Thread(target=fuzz, name=f"fuzz-{identity.client}"))
-        threads.append(threading.Thread(target=probe_foreign_certificates, args=(run, work, config.tls_probes, result, lock, (keys, config.clients))))
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        result.fuzzed = _finish(run, honest, result, "with the fuzzer")
-    finally:
-        run.stop(grace_s=1.0)
+        tasks = [functools.partial(fuzz, identity, attack, junk[i :: len(identities)]) for i, (identity, attack) in enumerate(zip(identities, attacks, strict=True))]
+        return [*tasks, functools.partial(probe_foreign_certificates, run, work, config.tls_probes, result, lock, (keys, config.clients))]
+
+    result.fuzzed = _run(work / "fuzzed", keys, config, fuzzers, result, "with the fuzzer")
     say(f"fuzz: campaign {config.seed}: {sum(result.counts.values())} messages in {time.monotonic() - started:.0f} s; the same run without the fuzzer")
 
     # 2. the same run without the fuzzer: each fuzz identity leaves where its attack got it dropped
-    run = _server(work / "baseline", keys, config)
+    def leavers(run: LocalRun) -> list[Callable[[], None]]:
+        return [functools.partial(FuzzIdentity(a.client, run, keys, CampaignResult(), lock).play, a, baseline=True, dropped_at=result.dropped_at.get(a.client))
+                for a in attacks]
+
+    result.baseline = _run(work / "baseline", keys, config, leavers, result, "without the fuzzer")
+    if result.fuzzed and result.baseline and not result.same_result():
+        result.failures.append(f"the honest clients' result differs: with the fuzzer {_summary(result.fuzzed)}, without {_summary(result.baseline)}")
+    return result
+
+
+def _run(work: Path, keys: KeyDirectory, config: CampaignConfig, tasks: Callable[[LocalRun], list[Callable[[], None]]],
+         result: CampaignResult, which: str) -> dict[str, Any]:
+    """One run: a server process, the honest client process, and ``tasks(run)`` in threads
+    beside them; returns the server's metrics ({} if it failed, with the failure noted)."""
+    run = _server(work, keys, config)
     try:
         honest = run.client(f"0-{config.honest - 1}")
-        identities = [FuzzIdentity(a.client, run, keys, CampaignResult(), lock) for a in attacks]
-        threads = [threading.Thread(target=i.play, args=(a,), kwargs={"baseline": True, "dropped_at": result.dropped_at.get(a.client)})
-                   for i, a in zip(identities, attacks, strict=True)]
+        threads = [threading.Thread(target=task) for task in tasks(run)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        result.baseline = _finish(run, honest, result, "without the fuzzer")
+        return _finish(run, honest, result, which)
     finally:
         run.stop(grace_s=1.0)
-    if result.fuzzed and result.baseline and not result.same_result():
-        result.failures.append(f"the honest clients' result differs: with the fuzzer {_summary(result.fuzzed)}, without {_summary(result.baseline)}")
-    return result
 
 
 def _server(work: Path, keys: KeyDirectory, config: CampaignConfig) -> LocalRun:
