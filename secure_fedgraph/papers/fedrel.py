@@ -200,8 +200,8 @@ class FedRelSums:
         self.relevance = SumSpec.of("relevance", weighted_contribution(1.0, weights["model"]), clip_range=precision.clip_range,
                                     resolution=precision.resolution)
         self.normalisation = SumSpec("normalisation", (TensorSpec("sum", (self.channels,)), TensorSpec("sum_sq", (self.channels,)),
-                                                       TensorSpec("count", (1,))), clip_range=1e12)
-        self.test = SumSpec("test", (TensorSpec("confusion", (self.classes, self.classes)),), clip_range=1e6)
+                                                       TensorSpec("count", (1,))), clip_range=1e8)
+        self.test = SumSpec("test", (TensorSpec("confusion", (self.classes, self.classes)),), clip_range=1e4)
 
     def per_round(self) -> list[SumSpec]:
         """The sums of one training round, in order (evaluation not included)."""
