@@ -200,3 +200,17 @@ def test_mask_gives_the_plain_numbers_and_the_centralised_run_is_one_party(runs)
     config = FedRelConfig(clients=1, **TINY)
     central = simulate_one_party(FedRel(config), data_dir=UEA_DIR)
     assert central["plan"] == "fedrel-centralised" and central["clients"] == 1 and len(central["rounds"]) == 1
+
+
+@needs_uea
+def test_run_fedrel_from_the_command_line(tmp_path, capsys):
+    from secure_fedgraph.cli import main
+
+    args = ["run", "fedrel", "--rounds", "1", "--set", "vae_rounds=1", "--set", "features=8", "--set", "hidden=8", "--data-dir", str(UEA_DIR)]
+    assert main([*args, "--clients", "1", "--out", str(tmp_path / "central")]) == 0
+    assert main([*args, "--clients", "2", "--backend", "plain", "--out", str(tmp_path / "two")]) == 0
+    out = capsys.readouterr().out
+    assert "one party holding all the data" in out and out.count("test accuracy") == 2 and "macro-F1" in out
+    assert (tmp_path / "two" / "metrics.json").is_file()
+    assert main(["run", "fedrel", "--set", "split=speaker", "--out", str(tmp_path / "bad")]) == 2  # basicmotions has no speakers
+    assert "split='speaker' needs speaker labels" in capsys.readouterr().err
