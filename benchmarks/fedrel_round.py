@@ -4,11 +4,13 @@ What is measured
 ----------------
 ``fedrel`` on a UEA archive with ``--clients`` participants in one process, run twice with the
 same seed and work: ``aggregation=relevance`` (per round: a secure sum of d_hat_k, then one of
-[e_k Theta_k, e_k]) and ``aggregation=uniform`` (FedAvg: one secure sum of Theta_k). A round is
-the set-up of its keys, every participant's local steps and the aggregation sums, timed by the
-plan's phases ("set-up" and "aggregation": the participants' local steps run inside the
-aggregation phase, when the server asks for their inputs); the one-off set-up before round 1
-(normalisation, the VAE's pre-training) and the evaluation are excluded. Bytes are what the
+[e_k Theta_k, e_k]) and ``aggregation=uniform`` (FedAvg: one secure sum of Theta_k). What is timed is a round's
+aggregation: its key set-up and its sums, with each participant's work between them (d_hat_k,
+e_k, the weighted weights, loading Theta), by the plan's phases "set-up" and "aggregation". The
+local training is not in it: a participant resumes its plan when the previous round's last sum
+is delivered, so its training is counted with that step (evaluation, which runs every round
+here so that every round has its row in the run's round log); it is the same in both variants.
+The one-off set-up before round 1 (normalisation, the VAE's pre-training) is left out too. Bytes are what the
 participants sent in those phases, per participant and round. Each repeat runs both variants on
 every backend; the table gives medians over repeats of the median round, and FedRel's ratio to
 FedAvg's on the same backend in this run.
@@ -53,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def one_run(args: argparse.Namespace, backend: Backend, aggregation: str) -> dict:
     config = FedRelConfig(dataset=args.dataset, clients=args.clients, rounds=args.rounds, local_steps=args.local_steps, aggregation=aggregation,
-                          vae_rounds=1, vae_local_steps=1, eval_every=args.rounds)
+                          vae_rounds=1, vae_local_steps=1, eval_every=1)  # one report, so one round_log row, per round
     result = simulate(FedRel(config), SecureSumConfig(backend=backend), data_dir=args.data_dir, say=lambda line: None)
     rows = result.metrics["round_log"][1:]  # round 0 carries the one-off set-up
     seconds = [sum(r["seconds_by_phase"].get(p, 0.0) for p in ROUND_PHASES) for r in rows]

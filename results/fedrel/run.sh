@@ -31,7 +31,7 @@ commands() {
     done
   done
 }
-commands | while read -r line; do
+commands | grep -E "${ONLY:-.}" | while read -r line; do   # ONLY=REGEX: just the runs whose command matches
   out=${line##* --out }
   [ -f "$out/metrics.json" ] || echo "$line"   # skip runs already done
 done | xargs -P "$parallel" -I{} sh -c 'echo "$ {}"; {} > /dev/null'
