@@ -39,8 +39,8 @@ even those; threat_model.md FR-SUMS), never a d_hat_k, e_k, r_k or Theta_k.
 Deviations (beyond the stand-in data): a case of the archive becomes P spatial graphs (segments)
 where ISRUC's would be consecutive 30-s epochs, and every graph t >= w of a case is labelled with
 its class; the feature transformation net is trained with DIIG and aggregated with it (the
-paper's is "pre-trained", which would need pooled data); eq. 14's output layer is linear and eq.
-12 correlates consecutive graphs (models/diig.py); g_theta ends in tanh so the relevance sums
+paper's is "pre-trained", which would need pooled data); eq. 14's output layer is linear, eq.
+12 correlates consecutive graphs and sigma is ELU in eqs. 2, 4 and 11 (models/); g_theta ends in tanh so the relevance sums
 have a stated range (training/relevance.py); the centralised upper bound is ``clients=1``: one
 party holding every case, run by the same plan (``simulate_one_party``).
 """
