@@ -122,7 +122,7 @@ def _server(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None,
     )
     metrics = run_server(options)
-    summary = f"{_test_summary(metrics)}; " if "test_rmse" in metrics else ""
+    summary = f"{_test_summary(metrics)}; " if "test_rmse" in metrics or "test_acc" in metrics else ""
     print(f"server: done in {metrics['seconds']:.1f} s: {summary}metrics in {Path(args.out) / 'metrics.json'}")
     return 0
 
@@ -173,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
     metrics = {**result.metrics, "backend": secure.backend.value, "secure_sum": config_to_dict(secure),
                "config": json.loads(plan.config_json()), "seconds": result.seconds, "transport": "in-process"}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
-    summary = [_test_summary(metrics)] if "test_rmse" in metrics else []
+    summary = [_test_summary(metrics)] if "test_rmse" in metrics or "test_acc" in metrics else []
     if "privacy" in metrics:
         summary.append(f"epsilon {metrics['privacy']['epsilon_max']:.3g} at delta {metrics['privacy']['delta']:g} per client")
     summary.append(f"{human_bytes(metrics['bytes_up_total'])} up, {human_bytes(metrics['bytes_down_total'])} down")
@@ -182,6 +182,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _test_summary(metrics: dict) -> str:
+    if "test_acc" in metrics:  # classification (fedrel)
+        return f"test accuracy {metrics['test_acc']:.3f}, macro-F1 {metrics['test_f1']:.3f} (best {metrics['best_f1']:.3f} at round {metrics['best_f1_round']})"
     mape = f", MAPE {metrics['test_mape']:.2f}%" if "test_mape" in metrics else ""
     return f"test RMSE {metrics['test_rmse']:.3f}, MAE {metrics['test_mae']:.3f}{mape}"
 
@@ -307,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a paper's plan with every party in this process",
                               description="Run a plan end to end in one process (the in-process transport: the same plan, messages "
                               "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
-    run.add_argument("plan", help="plan name: cnfgnn, fedstgd, fedavg-gru, local-gru or fedavg-vector")
+    run.add_argument("plan", help="plan name: cnfgnn, fedstgd, fedrel, fedavg-gru, local-gru or fedavg-vector")
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
@@ -346,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
-    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedstgd, fedavg-gru, local-gru or fedavg-vector")
+    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedstgd, fedrel, fedavg-gru, local-gru or fedavg-vector")
     server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")

@@ -112,8 +112,19 @@ def _planetoid_dir() -> Path | None:
     return _data_dir_holding("planetoid", raw_files("Cora") + raw_files("CiteSeer"))
 
 
+def _uea_dir() -> Path | None:
+    from secure_fedgraph.data.uea import UEA
+
+    found = [_data_dir_holding(shape.folder, shape.raw_files) for shape in UEA.values()]
+    return found[0] if None not in found and len(set(found)) == 1 else None
+
+
 HZMETRO_DIR = _hzmetro_dir()
 needs_hzmetro = pytest.mark.skipif(HZMETRO_DIR is None, reason="HZMetro not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+UEA_DIR = _uea_dir()
+ISRUC_DIR = _data_dir_holding("isruc_s3", ("DistanceMatrix.npy",))
+needs_isruc = pytest.mark.skipif(ISRUC_DIR is None, reason="ISRUC_S3's DistanceMatrix.npy not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+needs_uea = pytest.mark.skipif(UEA_DIR is None, reason="UEA BasicMotions and JapaneseVowels not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
 PLANETOID_DIR = _planetoid_dir()
 needs_planetoid = pytest.mark.skipif(PLANETOID_DIR is None, reason="Cora and CiteSeer not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
 

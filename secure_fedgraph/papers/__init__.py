@@ -23,6 +23,7 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "fedavg-vector": ("secure_fedgraph.papers.synthetic", "FedAvgVector", None),
     "cnfgnn": ("secure_fedgraph.papers.cnfgnn", "CNFGNN", "metr-la"),
     "fedstgd": ("secure_fedgraph.papers.fedstgd", "FedSTGD", "hzmetro"),
+    "fedrel": ("secure_fedgraph.papers.fedrel", "FedRel", None),  # reads a UEA archive (data/uea.py), checked when a client loads it
 }
 PLAN_NAMES = tuple(sorted(REGISTRY))
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}
