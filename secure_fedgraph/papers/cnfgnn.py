@@ -59,7 +59,7 @@ from secure_fedgraph.papers.traffic import (
     report_errors,
     server_normalisation,
 )
-from secure_fedgraph.privacy import GaussianRows, gaussian_report
+from secure_fedgraph import privacy  # privacy.gaussian_report loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -202,9 +202,9 @@ class CNFGNN(SensorPlan):
         """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
-    def privacy_hook(self) -> GaussianRows | None:
+    def privacy_hook(self) -> privacy.GaussianRows | None:
         c = self.config
-        return GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
+        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
 
     # -- the round loop of Algorithm 1, shared -----------------------------------------------
 
@@ -230,7 +230,7 @@ class CNFGNN(SensorPlan):
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
         if c.dp_sigma > 0:
-            metrics["privacy"] = gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
+            metrics["privacy"] = privacy.gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
                                                  mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
         return metrics
 
