@@ -144,7 +144,7 @@ def _client(args: argparse.Namespace) -> int:
         session_timeout_s=args.session_timeout,
         connect_timeout_s=args.connect_timeout,
         parallel=args.parallel,
-        crash_at=CrashPoint.parse(args.crash_at) if args.crash_at else None,
+        crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
     )
     outcomes = run_clients(options)
     for line in stop_reasons(outcomes):

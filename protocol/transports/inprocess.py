@@ -4,9 +4,10 @@ Every message is serialised with the real wire codec and parsed again per recipi
 party ever shares an object with another (Flower's in-memory harness once let the first
 client mutate a message all others then read) and byte counts are the real wire sizes.
 A request object sent to many clients is encoded once per step. Dropouts are scripted by
-crash point (a stage, optionally of one round: protocol/faults.py, the same points at which
-``client --crash-at`` kills a real client process); an ``intercept`` hook lets tests tamper with, replay or swallow messages in flight, as
-an active network attacker or a malicious server would.
+crash point (a stage, optionally of one round; protocol/faults.py), the points at which
+``client --crash-at`` kills a real client process; an ``intercept`` hook lets tests tamper
+with, replay or swallow messages in flight, as an active network attacker or a malicious
+server would.
 """
 
 from __future__ import annotations

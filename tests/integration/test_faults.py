@@ -54,7 +54,7 @@ from tests.helpers import HZMETRO_DIR, needs_hzmetro
 STAGES = ("advertise", "share_keys", "input", "consistency", "unmask", "deliver")
 CLIENTS, SURVIVORS, VICTIMS = 7, "0-4", (5, 6)
 ROUND = 1  # the round the victims die in; rounds 0 and 1 are run
-IN_THE_SUM = {"consistency", "unmask", "deliver"}  # stages at which the victims' input is already in round 1's first full sum
+IN_THE_SUM = {"consistency", "unmask", "deliver"}  # stages at which the victims' input is already in the sum they die in
 PLAIN_CRASH = {stage: "deliver" if stage in IN_THE_SUM else "input" for stage in STAGES}  # the same survivors on plain
 
 
