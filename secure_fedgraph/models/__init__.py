@@ -2,12 +2,14 @@
 
 Each class loads with its module on first use (``from secure_fedgraph.models import GRUSeq2Seq``
 works as before): the graph network imports PyG, which takes seconds in every server and client
-process, and a plan without a graph network (fedavg-gru, FedSTGD) never needs it."""
+process, and a plan without a graph network (fedavg-gru, FedSTGD) or a process that holds none
+(CNFGNN's clients) never needs it."""
 
 from importlib import import_module
 from typing import Any
 
-_MODULES = {"GRUSeq2Seq": "gru_seq2seq", "GraphGRU": "graph_gru", "GraphNet": "graph_net", "PooledGRU": "pooled_gru"}
+_MODULES = {"GRUSeq2Seq": "gru_seq2seq", "GraphGRU": "graph_gru", "GraphNet": "graph_net", "PooledGRU": "pooled_gru",
+            "sensor_graph": "graph_net"}
 __all__ = sorted(_MODULES)
 
 

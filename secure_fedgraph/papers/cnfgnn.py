@@ -49,8 +49,8 @@ import torch
 
 from secure_fedgraph.data.metr_la import check_sensors, load_cached
 from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
-from secure_fedgraph.models import GraphNet, GRUSeq2Seq
-from secure_fedgraph.models.graph_net import sensor_graph
+from secure_fedgraph import models  # models.GraphNet loads PyG on first use: on the server, not in client processes
+from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
@@ -178,7 +178,7 @@ class CNFGNN(SensorPlan):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
-        return SensorGraph(*sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
+        return SensorGraph(*models.sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
 
     def client_model(self) -> GRUSeq2Seq:
         """θ̄_c^(0): the initial client model (A1 line 1), seeded."""
@@ -186,11 +186,11 @@ class CNFGNN(SensorPlan):
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial client model")))
         return model
 
-    def graph_net(self) -> GraphNet:
+    def graph_net(self) -> models.GraphNet:
         """θ_GN^(0): the initial Graph Network (A1 line 1), seeded."""
         c = self.config
         with torch.random.fork_rng(devices=[]):  # the constructor's default draws leave the global RNG as it was
-            gn = GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
+            gn = models.GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
         gn.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial graph net")))
         return gn
 
