@@ -10,7 +10,7 @@ the run ends or the stream does.
 
 ``crash_at`` (``--crash-at STAGE[@ROUND]``) is a fault-injection aid for tests: the process
 kills itself with SIGKILL, with every client it hosts, on receiving the first request at that
-crash point (protocol/faults.py), before answering it.
+crash point (protocol/crash_point.py), before answering it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphErr
 from secure_fedgraph.papers import plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
-from secure_fedgraph.protocol.faults import CrashPoint
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client

@@ -130,7 +130,7 @@ def _server(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> int:
     from secure_fedgraph.clients.ids import parse_ids
     from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
-    from secure_fedgraph.protocol.faults import CrashPoint
+    from secure_fedgraph.protocol.crash_point import CrashPoint
 
     options = ClientOptions(
         server=args.server,
@@ -265,7 +265,7 @@ def _preflight(args: argparse.Namespace) -> None:
         _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
     elif args.command == "client":
         from secure_fedgraph.clients.ids import parse_ids
-        from secure_fedgraph.protocol.faults import CrashPoint
+        from secure_fedgraph.protocol.crash_point import CrashPoint
 
         preflight.parse_address("--server", args.server)
         if args.crash_at is not None:

@@ -13,7 +13,7 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
-from secure_fedgraph.protocol.faults import CrashPoint
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
@@ -49,7 +49,7 @@ def simulate(
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
-    ``drop``: crash point -> clients silent from that request on (protocol/faults.py), the
+    ``drop``: crash point -> clients silent from that request on (protocol/crash_point.py), the
     schedule a run across processes gets from ``client --crash-at``. ``policy``: every
     client's own minimums (default: they accept ``secure``, as one user running every party
     would)."""
