@@ -6,7 +6,10 @@ its own process with SIGKILL (no cleanup, as a crash) on receiving the first req
 :meth:`CrashPoint.hits`, before answering it (clients/runtime.py); the in-process runner
 (``LocalRunner(drop={CrashPoint(...): ids})``, ``simulate(plan, secure, drop=...)``) makes the
 listed clients silent from that same request on. A run across processes with a killed client
-and its in-process replay therefore lose the same clients at the same step.
+and its in-process replay therefore lose the same clients at the same step. (A process hosting
+several clients dies with all of them at the first one's request; the runner drops each listed
+client at its own. They agree when the step that hits asks every listed client, as every step
+does in tests/integration/test_faults.py.)
 
 Light on purpose (no torch): the command line parses ``--crash-at`` before its heavy imports.
 """
