@@ -250,7 +250,7 @@ def _preflight(args: argparse.Namespace) -> None:
     """What can be checked without torch (runs/preflight.py), before any handler imports it."""
     from secure_fedgraph.data import DATASETS
     from secure_fedgraph.papers import check_plan_name, plan_dataset
-    from secure_fedgraph.runs import preflight
+    from secure_fedgraph.runs import preflight, resources
     from secure_fedgraph.validation import positive, positive_number
 
     _check_data_dir(args)
@@ -260,6 +260,8 @@ def _preflight(args: argparse.Namespace) -> None:
         for option in ("join_timeout", "step_timeout", "hello_timeout", "max_message_mb"):
             positive_number(f"--{option.replace('_', '-')}", getattr(args, option))
         positive("--queue-depth", args.queue_depth)
+        if args.clients:
+            resources.ensure_server_files(args.clients)  # again in the runtime, for a plan's default count
         preflight.check_bindable("--bind", args.bind)
         preflight.check_writable_folder("--out", args.out)
         _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
@@ -270,6 +272,7 @@ def _preflight(args: argparse.Namespace) -> None:
         preflight.parse_address("--server", args.server)
         if args.crash_at is not None:
             CrashPoint.parse(args.crash_at)
+        resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
         _check_keys(args, server=False, clients=parse_ids(args.ids))
     elif args.command == "demo":
         DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process
