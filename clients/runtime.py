@@ -7,17 +7,25 @@ streaming variant, the survivor floor, the least DP noise on uploaded activation
 thresholds and graph are checked again at every key set-up) and every participant's
 certificate against the CA, then build the client's host; answer each request in order until
 the run ends or the stream does.
+
+``crash_at`` (``--crash-at STAGE[@ROUND]``) is a fault-injection aid for tests: the process
+kills itself with SIGKILL, with every client it hosts, on receiving the first request at that
+crash point (protocol/crash_point.py), before answering it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 import grpc
 import torch
@@ -29,6 +37,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphErr
 from secure_fedgraph.papers import plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
@@ -58,6 +67,7 @@ class ClientOptions:
     connect_timeout_s: float = 60.0  # how long to wait for a server that is not listening yet
     max_message_bytes: int = 256 * 2**20
     parallel: int = 2  # hosted clients that may handle a request at the same time (bounds memory)
+    crash_at: CrashPoint | None = None  # fault injection: SIGKILL this process on the first request at this point
 
 
 @dataclass
@@ -149,6 +159,9 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
                     with shared.working:  # many hosted clients, a few at work: memory stays bounded
                         request = codec.decode(data)
                         del data
+                        header = getattr(request, "header", None)
+                        if options.crash_at is not None and header is not None and options.crash_at.hits(header):
+                            _crash(client, header, options.crash_at, say)
                         if isinstance(request, Welcome):
                             host = _welcome(client, request, options, keys, shared, transcript)
                             response = Ack(Header(request.header.session, request.header.round, request.header.step, request.header.stage, client))
@@ -173,6 +186,15 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
     finally:
         if transcript is not None:
             transcript.close()
+
+
+def _crash(client: int, header: Any, point: CrashPoint, say: Callable[[str], None]) -> NoReturn:
+    """``--crash-at``: die as a crash does, before answering: SIGKILL, so nothing is cleaned up
+    and no stream says goodbye; every client this process hosts goes with it."""
+    say(f"client {client}: crashing this process on purpose at {header.stage.value} in round {header.round} (--crash-at {point})")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("SIGKILL returned")  # unreachable: the process is gone
 
 
 def _server_not_up(exc: grpc.RpcError) -> bool:

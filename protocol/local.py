@@ -16,6 +16,7 @@ from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
@@ -57,7 +58,7 @@ def local_session(
     config: SecureSumConfig,
     client_ids: Collection[int],
     *,
-    drop: Mapping[Stage, Collection[int]] | None = None,
+    drop: Mapping[Stage | CrashPoint, Collection[int]] | None = None,
     intercept: Intercept | None = None,
     record: bool = False,
     session: bytes | None = None,

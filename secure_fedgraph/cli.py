@@ -130,6 +130,7 @@ def _server(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> int:
     from secure_fedgraph.clients.ids import parse_ids
     from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
+    from secure_fedgraph.protocol.crash_point import CrashPoint
 
     options = ClientOptions(
         server=args.server,
@@ -143,6 +144,7 @@ def _client(args: argparse.Namespace) -> int:
         session_timeout_s=args.session_timeout,
         connect_timeout_s=args.connect_timeout,
         parallel=args.parallel,
+        crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
     )
     outcomes = run_clients(options)
     for line in stop_reasons(outcomes):
@@ -267,8 +269,11 @@ def _preflight(args: argparse.Namespace) -> None:
         _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
     elif args.command == "client":
         from secure_fedgraph.clients.ids import parse_ids
+        from secure_fedgraph.protocol.crash_point import CrashPoint
 
         preflight.parse_address("--server", args.server)
+        if args.crash_at is not None:
+            CrashPoint.parse(args.crash_at)
         resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
         _check_keys(args, server=False, clients=parse_ids(args.ids))
     elif args.command == "demo":
@@ -391,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to wait for a server that is not listening yet, retrying with backoff (default 60)")
     client.add_argument("--session-timeout", type=float, default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
     client.add_argument("--parallel", type=int, default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
+    faults = client.add_argument_group("fault injection (for tests)")
+    faults.add_argument("--crash-at", default=None, metavar="STAGE[@ROUND]",
+                        help="kill this process with SIGKILL, with every client it hosts, on receiving the first request of STAGE "
+                             "(a wire stage name: advertise, share_keys, input, consistency, unmask, deliver, ...) in round ROUND "
+                             "(from 0; default the first round that has it), before answering it: a crash at a chosen step")
     client.set_defaults(handler=_client)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")

@@ -3,9 +3,11 @@
 Every message is serialised with the real wire codec and parsed again per recipient, so no
 party ever shares an object with another (Flower's in-memory harness once let the first
 client mutate a message all others then read) and byte counts are the real wire sizes.
-A request object sent to many clients is encoded once per step. Dropouts are scripted per
-stage; an ``intercept`` hook lets tests tamper with, replay or swallow messages in flight, as
-an active network attacker or a malicious server would.
+A request object sent to many clients is encoded once per step. Dropouts are scripted by
+crash point (a stage, optionally of one round; protocol/crash_point.py), the points at which
+``client --crash-at`` kills a real client process; an ``intercept`` hook lets tests tamper
+with, replay or swallow messages in flight, as an active network attacker or a malicious
+server would.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome, drive
 from secure_fedgraph.protocol.transports.common import Traffic
@@ -38,8 +41,9 @@ class LocalRunner:
     Args:
         server: kept for callers' convenience (``runner.server``); not used to deliver.
         clients: client id -> endpoint.
-        drop: stage -> clients that vanish when they receive their first request of that
-            stage (they never answer again).
+        drop: crash point (or a bare stage: its first request in any round) -> clients that
+            vanish when they receive the request it names (they never answer again), as a
+            client process started with ``--crash-at`` does.
         intercept: see ``Intercept``.
         record: keep every message the server received, as (stage, client, wire bytes).
     """
@@ -49,13 +53,13 @@ class LocalRunner:
         server: Any,
         clients: Mapping[int, Endpoint],
         *,
-        drop: Mapping[Stage, Collection[int]] | None = None,
+        drop: Mapping[Stage | CrashPoint, Collection[int]] | None = None,
         intercept: Intercept | None = None,
         record: bool = False,
     ) -> None:
         self.server = server
         self.clients = dict(clients)
-        self.drop = {stage: set(ids) for stage, ids in (drop or {}).items()}
+        self.drop = {point: set(ids) for point, ids in (drop or {}).items()}
         self.intercept = intercept
         self.dead: set[int] = set()
         self.traffic = Traffic()
@@ -77,7 +81,7 @@ class LocalRunner:
             if down is None:
                 down = encoded[id(request)] = codec.encode(request)
             self.traffic.server_seconds += time.perf_counter() - started
-            if client in self.drop.get(step.stage, ()):
+            if client not in self.dead and self._crashes(client, request.header):
                 self.dead.add(client)
             if client in self.dead or client not in self.clients:
                 silent.add(client)
@@ -104,3 +108,7 @@ class LocalRunner:
             else:
                 rejected[client] = reason
         return StepOutcome(frozenset(accepted), rejected, frozenset(silent))
+
+    def _crashes(self, client: int, header: Any) -> bool:
+        """Whether ``client`` is scripted to crash on receiving a request with ``header``."""
+        return any(client in ids and CrashPoint.of(point).hits(header) for point, ids in self.drop.items())

@@ -49,8 +49,8 @@ import torch
 
 from secure_fedgraph.data.metr_la import check_sensors, load_cached
 from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
-from secure_fedgraph.models import GraphNet, GRUSeq2Seq
-from secure_fedgraph.models.graph_net import sensor_graph
+from secure_fedgraph import models  # models.GraphNet loads PyG on first use: on the server, not in client processes
+from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
@@ -59,7 +59,7 @@ from secure_fedgraph.papers.traffic import (
     report_errors,
     server_normalisation,
 )
-from secure_fedgraph.privacy import GaussianRows, gaussian_report
+from secure_fedgraph import privacy  # privacy.gaussian_report loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -178,7 +178,7 @@ class CNFGNN(SensorPlan):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
-        return SensorGraph(*sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
+        return SensorGraph(*models.sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
 
     def client_model(self) -> GRUSeq2Seq:
         """θ̄_c^(0): the initial client model (A1 line 1), seeded."""
@@ -186,11 +186,11 @@ class CNFGNN(SensorPlan):
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial client model")))
         return model
 
-    def graph_net(self) -> GraphNet:
+    def graph_net(self) -> models.GraphNet:
         """θ_GN^(0): the initial Graph Network (A1 line 1), seeded."""
         c = self.config
         with torch.random.fork_rng(devices=[]):  # the constructor's default draws leave the global RNG as it was
-            gn = GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
+            gn = models.GraphNet(c.hidden_size, 1, c.gn_hidden, c.gn_update, c.hidden_size, c.gn_layers)
         gn.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial graph net")))
         return gn
 
@@ -202,9 +202,9 @@ class CNFGNN(SensorPlan):
         """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
-    def privacy_hook(self) -> GaussianRows | None:
+    def privacy_hook(self) -> privacy.GaussianRows | None:
         c = self.config
-        return GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
+        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
 
     # -- the round loop of Algorithm 1, shared -----------------------------------------------
 
@@ -230,7 +230,7 @@ class CNFGNN(SensorPlan):
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
         if c.dp_sigma > 0:
-            metrics["privacy"] = gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
+            metrics["privacy"] = privacy.gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
                                                  mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
         return metrics
 

@@ -13,6 +13,7 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
+from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
@@ -40,7 +41,7 @@ def simulate(
     secure: SecureSumConfig,
     *,
     data_dir: str | os.PathLike | None = None,
-    drop: Mapping[Stage, Collection[int]] | None = None,
+    drop: Mapping[Stage | CrashPoint, Collection[int]] | None = None,
     intercept: Intercept | None = None,
     record: bool = False,
     say: Callable[[str], None] | None = None,
@@ -48,8 +49,10 @@ def simulate(
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
-    ``policy``: every client's own minimums (default: they accept ``secure``, as one user
-    running every party would)."""
+    ``drop``: crash point -> clients silent from that request on (protocol/crash_point.py), the
+    schedule a run across processes gets from ``client --crash-at``. ``policy``: every
+    client's own minimums (default: they accept ``secure``, as one user running every party
+    would)."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy)
 
 
