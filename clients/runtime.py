@@ -216,7 +216,12 @@ class _LogicalClient:
                 request = codec.decode(data)
                 del data
                 if first and isinstance(request, Welcome):
-                    self.host = self._welcome(request)
+                    resumed = self.memory is not None
+                    self.host, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript, self.memory)
+                    self.sessions += 1
+                    if resumed:
+                        self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
+                                                                              f"resumed the run at round {self.host.context.resumed.round}")
                     h = request.header
                     response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
                 elif first or isinstance(request, Welcome):
@@ -235,53 +240,50 @@ class _LogicalClient:
             if self.host.ended:
                 self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
 
-    def _welcome(self, welcome: Welcome) -> ClientHost:
-        """Check the run against this process's policy and the CA (a resumed run also against what
-        this client kept of it); build the logical client's host for this session."""
-        client, options = self.client, self.options
-        config = json.loads(welcome.config_json)
-        resume = config.pop("resume", None)
-        secure = config_from_dict(config["secure_sum"])
-        plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
-        n_run = len(welcome.participants) if self.memory is None else len(self.memory.directory)  # floors count the run's first clients
-        try:
-            options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
-        except ProtocolError as exc:
-            raise ConfigError(f"client {client}: {exc}") from None
-        if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
-            raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
-        announced = {}
-        for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
-            cert_client, identity = self.shared.check_certificate(pem)  # the CA vouches for every identity key
-            if cert_client != listed:
-                raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
-            announced[listed] = identity
-        if self.memory is None:
-            if resume is not None:
-                raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
-                                  "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
-            self.memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir))
-            directory, resume_round = announced, None
-        else:
-            if resume is None:
-                raise ProtocolError(f"client {client}: the server started a new run, but this client is in a run the server left mid-way; "
-                                    "only `server --resume` continues it (start new client processes for a new run)")
-            directory, resume_round = self.memory.resumed_directory(config, announced), int(resume["round"])
-            self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(options.ids)}: the server resumed the run at round "
-                                                                  f"{resume_round}")
-        self.sessions += 1
-        identity = load_identity(self.keys.identity_key(client))
-        role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
-                           policy=options.policy, signed=self.memory.signed)
-        host = ClientHost(role=role, plan=plan.client, context=self.memory.context(seed=plan.seed, resume_round=resume_round))
-        if options.audit and self.transcript is not None:
-            transcript = self.transcript
 
-            def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk
-                transcript.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
+def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDirectory, shared: _Shared, transcript,
+             memory: RunMemory | None = None) -> tuple[ClientHost, RunMemory]:
+    """Check the run against this process's policy and the CA (a resumed run also against
+    ``memory``, what this client kept of it); build the logical client's host for this session.
+    Returns the host and the client's memory of the run (new for a new run)."""
+    config = json.loads(welcome.config_json)
+    resume = config.pop("resume", None)
+    secure = config_from_dict(config["secure_sum"])
+    plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
+    n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
+    try:
+        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
+    except ProtocolError as exc:
+        raise ConfigError(f"client {client}: {exc}") from None
+    if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
+        raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
+    announced = {}
+    for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
+        cert_client, identity = shared.check_certificate(pem)  # the CA vouches for every identity key
+        if cert_client != listed:
+            raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
+        announced[listed] = identity
+    if memory is None:
+        if resume is not None:
+            raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
+                              "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
+        memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir))
+        directory, resume_round = announced, None
+    else:
+        if resume is None:
+            raise ProtocolError(f"client {client}: the server started a new run, but this client is in a run the server left mid-way; "
+                                "only `server --resume` continues it (start new client processes for a new run)")
+        directory, resume_round = memory.resumed_directory(config, announced), int(resume["round"])
+    identity = load_identity(keys.identity_key(client))
+    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
+                       policy=options.policy, signed=memory.signed)
+    host = ClientHost(role=role, plan=plan.client, context=memory.context(seed=plan.seed, resume_round=resume_round))
+    if options.audit and transcript is not None:
+        def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk
+            transcript.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
 
-            host.on_contribute = record
-        return host
+        host.on_contribute = record
+    return host, memory
 
 
 def _server_not_up(exc: grpc.RpcError) -> bool:

@@ -142,7 +142,7 @@ def _resumed_run(args: argparse.Namespace):
 
 
 def _server(args: argparse.Namespace) -> int:
-    from secure_fedgraph.server.die_at import DieAt
+    from secure_fedgraph.protocol.faults import DieAt
     from secure_fedgraph.server.runtime import ServerOptions, run_server
 
     plan, secure = _resumed_run(args) if args.resume else (_plan(args), _secure_config(args))
@@ -332,7 +332,7 @@ def _preflight(args: argparse.Namespace) -> None:
             positive_number(f"--{option.replace('_', '-')}", getattr(args, option))
         positive("--queue-depth", args.queue_depth)
         if args.die_at:
-            from secure_fedgraph.server.die_at import DieAt
+            from secure_fedgraph.protocol.faults import DieAt
 
             DieAt.parse(args.die_at)
         preflight.check_bindable("--bind", args.bind)
@@ -437,8 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--resume", default=None, metavar="RUN",
                         help="go on with the run in folder RUN from its last round boundary (its plan, options and secure-sum "
                              "configuration; the clients that were still in it reconnect on their own)")
-    server.add_argument("--die-at", default=None, metavar="ROUND:STAGE",
-                        help="fault injection for tests: kill this server (SIGKILL) on entering STAGE of ROUND, e.g. 1:unmask")
+    server.add_argument("--die-at", default=None, metavar="ROUND:STAGE[:N]",
+                        help="fault injection for tests: kill this server (SIGKILL) on entering the N-th (default first) step of STAGE "
+                             "in ROUND, e.g. 1:unmask")
     server.add_argument("--transcript", action="store_true", help="record every message the server received and sent")
     server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for the clients (default 120)")
     server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")

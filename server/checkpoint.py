@@ -65,6 +65,7 @@ def save(folder: str | os.PathLike, checkpoint: Checkpoint) -> Path:
     """Write ``checkpoint`` into ``folder`` atomically; returns the JSON's path."""
     folder = Path(folder)
     tree, arrays = _split(checkpoint.state)
+    folder.mkdir(parents=True, exist_ok=True)
     tensors = None
     if arrays:
         import numpy as np

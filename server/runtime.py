@@ -42,7 +42,7 @@ from secure_fedgraph.protocol.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, channel_options, make_server_handler
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
-from secure_fedgraph.server.die_at import DieAt, DyingTransport
+from secure_fedgraph.protocol.faults import DieAt, dying
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
         yield from ctx.end()
         return metrics
 
-    metrics = drive(whole(), DyingTransport(transport, options.die_at, seq) if options.die_at is not None else transport)
+    metrics = drive(whole() if options.die_at is None else dying(whole(), options.die_at, seq), transport)
     traffic = transport.traffic
     metrics.update(
         backend=options.secure.backend.value,

@@ -7,24 +7,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.runs.launch import command, start_server
-
-# Runs the command line in a fresh interpreter and reports whether torch got imported.
-_PROBE = textwrap.dedent("""
-    import sys
-    from secure_fedgraph.cli import main
-    try:
-        status = main(sys.argv[1:])
-    except SystemExit as exc:
-        status = exc.code
-    print("torch imported" if "torch" in sys.modules else "torch not imported")
-    sys.exit(status)
-""")
+from tests.helpers import TORCH_PROBE as _PROBE
 
 
 def _busy_port() -> socket.socket:
