@@ -3,11 +3,12 @@
 #   make test    create .venv, install secure-fedgraph with its test tools, run the tests
 #   make protos  regenerate secure_fedgraph/wire/ from proto/ (tests/test_protos.py checks it)
 #   make bench   the benchmarks: secure sums in one process, then FedAvg rounds over gRPC
+#   make fuzz    fuzz a real server with honest clients running (at least 10,000 messages; counts by outcome)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test protos bench clean
+.PHONY: demo test protos bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +25,14 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 protos: $(VENV)/.installed
-	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. --grpc_python_out=.. $$(find . -name '*.proto' | sort)
+	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. $$(find . -name '*.proto' | sort)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/secure_sum.py
 	$(BIN)/python benchmarks/fedavg_round.py
+
+fuzz: $(VENV)/.installed
+	$(BIN)/python -m tests.fuzzing --messages 10000
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -92,6 +92,8 @@ def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     shape = tuple(int(d) for d in tensor.shape)
     if any(d < 0 for d in shape):
         raise ProtocolError(f"tensor has a negative dimension: {shape}")
+    if byte_size(tuple(d for d in shape if d), dtype) >= 2**62:  # numpy refuses such shapes even when one dimension is 0
+        raise ProtocolError(f"tensor of shape {shape} is too large for any message")
     expected = byte_size(shape, dtype)
     if len(tensor.data) != expected:
         raise ProtocolError(f"tensor of shape {shape} and dtype {dtype} needs {expected} bytes, got {len(tensor.data)}")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.validation import positive_number
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:/\-]{1,128}$")
 
@@ -70,9 +71,8 @@ class SumSpec:
 
     def __post_init__(self) -> None:
         for option in ("clip_range", "resolution"):
-            value = getattr(self, option)
-            if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"sum {self.name!r}: {option} must be a finite number > 0, got {value!r}")
+            if getattr(self, option) is not None:
+                positive_number(f"sum {self.name!r}: {option}", getattr(self, option))
         if not _NAME.match(self.name):
             raise ConfigError(f"sum name {self.name!r} must match {_NAME.pattern}")
         names = [t.name for t in self.tensors]
@@ -83,6 +83,10 @@ class SumSpec:
         for flag in ("server_only", "streaming"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"sum {self.name!r}: {flag} must be a bool, got {getattr(self, flag)!r}")
+
+    def clip_range_or(self, default: float) -> float:
+        """This sum's clipping range, else the backend's ``default`` (every backend asks the same way)."""
+        return default if self.clip_range is None else self.clip_range
 
     @classmethod
     def of(

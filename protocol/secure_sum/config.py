@@ -25,6 +25,7 @@ from secure_fedgraph.protocol.secure_sum.adversary import (
     survivor_floor,
 )
 from secure_fedgraph.protocol.spec import SumSpec
+from secure_fedgraph.validation import positive
 
 
 class Backend(enum.Enum):
@@ -41,11 +42,6 @@ class GraphKind(enum.Enum):
     AUTO = "auto"  # complete up to MaskConfig.complete_up_to clients, sparse above
     COMPLETE = "complete"  # every pair (Bonawitz et al. 2017)
     SPARSE = "sparse"  # random Harary graph of degree O(log n) (Bell et al. 2020, SecAgg+)
-
-
-def _positive_int(name: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -106,16 +102,16 @@ class MaskConfig:
             raise ConfigError(f"graph must be a GraphKind, got {self.graph!r}")
         if not isinstance(self.adversary, Adversary):
             raise ConfigError(f"adversary must be an Adversary, got {self.adversary!r}")
-        _positive_int("complete_up_to", self.complete_up_to, 2)
+        positive("complete_up_to", self.complete_up_to, 2)
         if self.degree is not None:
-            _positive_int("degree", self.degree, 2)
+            positive("degree", self.degree, 2)
             if self.degree % 2:
                 raise ConfigError(f"degree must be even (a Harary graph links degree/2 clients on each side), got {self.degree}")
         if self.threshold is not None:
-            _positive_int("threshold", self.threshold, 2)
+            positive("threshold", self.threshold, 2)
         if not isinstance(self.streaming, bool):
             raise ConfigError(f"streaming must be a bool, got {self.streaming!r}")
-        _positive_int("max_rekeys_per_round", self.max_rekeys_per_round, 0)
+        positive("max_rekeys_per_round", self.max_rekeys_per_round, 0)
 
     def survivor_floor(self, n_run: int) -> int:
         """The default min_survivors: a majority of the run's clients, and two more than the colluders."""
@@ -129,7 +125,7 @@ class MaskConfig:
         Raises:
             ConfigError: naming the parameter whose value cannot hold against ``adversary``.
         """
-        _positive_int("number of clients", n_clients, 2)
+        positive("number of clients", n_clients, 2)
         n_run = n_clients if n_run is None else n_run
         colluders = self.adversary.colluders(n_run)
         floor = self.survivor_floor(n_run)
@@ -178,7 +174,7 @@ class MaskConfig:
         bits = self.precision_bits if resolution is None else max(self.precision_bits, FixedPoint.bits_for(n_clients, resolution))
         return FixedPoint.for_sum(
             n_clients=n_clients,
-            clip_range=self.clip_range if clip_range is None else clip_range,
+            clip_range=clip_range or self.clip_range,
             precision_bits=bits,
             ring_bits=self.ring_bits,
             count_lane_max=n_values,
@@ -192,7 +188,7 @@ class MaskConfig:
             CapacityError: the range and resolution do not fit the ring (names the sum).
         """
         try:
-            return self.encoding(n_clients, spec.size, spec.clip_range, spec.resolution)
+            return self.encoding(n_clients, spec.size, spec.clip_range_or(self.clip_range), spec.resolution)
         except CapacityError as exc:
             raise CapacityError(f"sum {spec.name!r}: {exc}") from None
 
@@ -216,7 +212,7 @@ class CkksConfig:
         Raises:
             CapacityError: the sum's resolution is finer than the stated error bound (names the sum).
         """
-        clip_range = self.clip_range if spec.clip_range is None else spec.clip_range
+        clip_range = spec.clip_range_or(self.clip_range)
         scale_bits = self.params.scale_for(n_clients=n_clients, clip_range=clip_range)
         bound = self.params.error_bound(n_clients, clip_range=clip_range, scale_bits=scale_bits)
         if spec.resolution is not None and bound > spec.resolution:
@@ -251,7 +247,7 @@ class SecureSumConfig:
         if not isinstance(self.backend, Backend):
             raise ConfigError(f"backend must be a Backend, got {self.backend!r}")
         if self.min_survivors is not None:
-            _positive_int("min_survivors", self.min_survivors, 1)
+            positive("min_survivors", self.min_survivors, 1)
 
     def survivors_needed(self, n_run: int) -> int:
         """min_survivors for a run that started with ``n_run`` clients (the plain and ckks

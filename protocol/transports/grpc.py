@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.steps import Step, StepOutcome
@@ -189,7 +189,7 @@ class GrpcServerTransport:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Hello within {self.hello_timeout_s:g} s (the server's --hello-timeout)")
         try:
             hello = codec.decode(first) if isinstance(first, bytes) else None
-        except ProtocolError:
+        except Exception:  # noqa: BLE001 a stream's first message may be anything at all (R-CRASH)
             hello = None
         if not isinstance(hello, Hello):
             reason = first if isinstance(first, str) else f"the first message must be a Hello, got {type(hello).__name__ if hello else 'a malformed message'}"

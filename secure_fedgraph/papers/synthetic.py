@@ -5,6 +5,7 @@ A resumed run (``server --resume``) goes on from the model the server saved at t
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -69,7 +70,9 @@ class FedAvgVector(Plan):
             clients = len(total.contributors) if total is not None else 0
             history.append({"round": r, "clients": clients, "round_seconds": seconds})
             ctx.report(r, clients=clients, round_seconds=seconds)
-        return {"plan": self.name, "rounds": history}
+        # the model the run ended with, as a digest: runs that must agree (gRPC and in-process,
+        # a run with a fuzzer and one without) compare it
+        return {"plan": self.name, "rounds": history, "model_sha256": hashlib.sha256(model.tobytes()).hexdigest()}
 
     def client(self, ctx: ClientContext):
         c = self.config

@@ -100,6 +100,7 @@ def _input_response_with(tensor: common_pb2.Tensor) -> bytes:
         (common_pb2.Tensor(dtype="|O", shape=[1], data=b"\x00" * 8), "not allowed"),
         (common_pb2.Tensor(dtype="nonsense", shape=[1], data=b""), "unknown dtype"),
         (common_pb2.Tensor(dtype="<f8", shape=[-1], data=b""), "negative"),
+        (common_pb2.Tensor(dtype="<f8", shape=[2**62, 0], data=b""), "too large"),  # found by tests/fuzzing: numpy's "array is too big"
     ],
 )
 def test_malformed_tensors(tensor, match):
