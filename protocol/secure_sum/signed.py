@@ -10,7 +10,8 @@ live set, before its input leaves; ckks: the contributor set, before anyone decr
 the contribution up here. A contribution signed into a set in an earlier session goes only into
 that same set again; one signed into more than one set (a re-key inside a session) goes nowhere
 again. Contributions first made in this session are recorded, never refused (a re-key redoes a
-sum among fewer clients before anything was revealed: M-ONCE).
+sum among fewer clients before anything was revealed: M-ONCE). The plain backend binds nothing:
+its server sees every input anyway (P-CLEAR).
 
 Why that suffices: every sum a server can learn has honest signers among its contributors (it
 needs t of them per client, M-CONSISTENCY; a majority of the run with ckks). They are bound to
