@@ -304,14 +304,12 @@ def _check_resume(args: argparse.Namespace) -> list[int]:
     if args.plan is not None and args.plan != run_plan["plan"]:
         raise ConfigError(f"--resume {args.resume}: the checkpoint is of plan {run_plan['plan']}, not --plan {args.plan}")
     check_resumable(run_plan["plan"])
-    given = dict(_set_item(item, run_plan["config"]) for item in args.set or [])
+    given = [(f"--set {key}", run_plan["config"][key], value) for key, value in (_set_item(item, run_plan["config"]) for item in args.set or [])]
     if args.clients is not None:
-        given["--clients"] = args.clients
-    for key, value in given.items():
-        held = saved["plan_clients"] if key == "--clients" else run_plan["config"][key]
+        given.append(("--clients", saved["plan_clients"], args.clients))
+    for option, held, value in given:
         if held != value:
-            name = key if key == "--clients" else f"--set {key}"
-            raise ConfigError(f"--resume {args.resume}: {name} is {held!r} in the run, {value!r} here; a resumed run keeps its options "
+            raise ConfigError(f"--resume {args.resume}: {option} is {held!r} in the run, {value!r} here; a resumed run keeps its options "
                               "(leave them out)")
     preflight.check_writable_folder("--resume", args.resume)
     return [int(c) for c in saved["run_clients"]]

@@ -89,6 +89,13 @@ def save(folder: str | os.PathLike, checkpoint: Checkpoint) -> Path:
     return path
 
 
+def clear(folder: str | os.PathLike) -> None:
+    """Remove the checkpoint in ``folder``, if any: a new run there replaces an earlier one."""
+    folder = Path(folder)
+    for path in [folder / NAME, *folder.glob("checkpoint-*.npz")]:
+        path.unlink(missing_ok=True)
+
+
 def finish(folder: str | os.PathLike) -> None:
     """Mark the checkpoint in ``folder`` (if any) as of a finished run, so ``--resume`` says so."""
     path = Path(folder) / NAME

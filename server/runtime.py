@@ -30,6 +30,7 @@ from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import Resumed, ServerContext
+from secure_fedgraph.protocol.faults import DieAt, dying
 from secure_fedgraph.protocol.messages import Ack, Welcome
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
@@ -42,7 +43,6 @@ from secure_fedgraph.protocol.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, channel_options, make_server_handler
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
-from secure_fedgraph.protocol.faults import DieAt, dying
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     keys.require(keys.ca, keys.server_cert, keys.server_key)
     run = run_config(options.plan, options.secure)
     saved = checkpoint.load(options.out, run=run) if options.resume else None
+    if saved is None:
+        checkpoint.clear(options.out)  # a new run in this folder: an earlier run's checkpoint must not be resumed into it
     everyone = saved.run_clients if saved is not None else options.plan.client_ids()
     expected = saved.context["live"] if saved is not None else everyone  # a resumed run waits for who was still in it
     keys.require(*(keys.client_cert(c) for c in everyone))

@@ -50,6 +50,9 @@ def test_a_newer_checkpoint_replaces_the_older_and_its_arrays(tmp_path):
     assert len(list(tmp_path.glob("checkpoint-*.npz"))) == 1 and not list(tmp_path.glob(".*.tmp"))  # no temporary file left
     checkpoint.save(tmp_path, _checkpoint(3, history=[]))  # a state without arrays leaves no array file
     assert not list(tmp_path.glob("checkpoint-*.npz"))
+    checkpoint.save(tmp_path, _checkpoint(4))
+    checkpoint.clear(tmp_path)  # a new run in the folder: nothing of the earlier one to resume
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("failing", ["arrays", "json"])
