@@ -225,8 +225,8 @@ class _LogicalClient:
                     h = request.header
                     response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
                 elif first or isinstance(request, Welcome):
-                    raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived where a stream's first message, and "
-                                        "only it, is a Welcome")
+                    where = "before the Welcome" if first else "on a stream that had its Welcome (a new session needs a new stream)"
+                    raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived {where}")
                 else:
                     response = self.host.handle(request)
                     self.memory.server_at(request.header.round)

@@ -300,6 +300,9 @@ def _check_resume(args: argparse.Namespace) -> list[int]:
     if args.out is not None and Path(args.out).resolve() != Path(args.resume).resolve():
         raise ConfigError(f"--out {args.out} and --resume {args.resume} name different folders; a resumed run goes on in its own folder")
     saved = checkpoint.read(args.resume)
+    if saved["run"]["version"] != __version__:
+        raise ConfigError(f"--resume {args.resume}: the checkpoint was written by secure-fedgraph {saved['run']['version']}, this is "
+                          f"{__version__}; a resumed run needs the code that began it")
     run_plan = saved["run"]["plan"]
     if args.plan is not None and args.plan != run_plan["plan"]:
         raise ConfigError(f"--resume {args.resume}: the checkpoint is of plan {run_plan['plan']}, not --plan {args.plan}")

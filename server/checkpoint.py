@@ -89,6 +89,26 @@ def save(folder: str | os.PathLike, checkpoint: Checkpoint) -> Path:
     return path
 
 
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+
+
+# what read() requires of each field of checkpoint.json
+_FIELDS = {
+    "run": lambda v: (isinstance(v, dict) and isinstance(v.get("plan"), dict) and isinstance(v["plan"].get("plan"), str)
+                      and isinstance(v["plan"].get("config"), dict) and isinstance(v.get("secure_sum"), dict) and isinstance(v.get("version"), str)),
+    "round": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "state": lambda v: True,
+    "tensors": lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("file"), str) and isinstance(v.get("sha256"), str)),
+    "context": lambda v: isinstance(v, dict) and _ints(v.get("live")),
+    "run_clients": _ints,
+    "plan_clients": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "round_log": lambda v: isinstance(v, list),
+    "resumptions": lambda v: isinstance(v, list),
+    "finished": lambda v: isinstance(v, bool),
+}
+
+
 def clear(folder: str | os.PathLike) -> None:
     """Remove the checkpoint in ``folder``, if any: a new run there replaces an earlier one."""
     folder = Path(folder)
@@ -122,10 +142,9 @@ def read(folder: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else None
         raise ConfigError(f"--resume {folder}: {path} has checkpoint format {found!r}; this secure-fedgraph reads format {FORMAT}")
-    missing = sorted({"run", "round", "state", "tensors", "context", "run_clients", "plan_clients", "round_log", "resumptions",
-                      "finished"} - set(document))
-    if missing:
-        raise ConfigError(f"--resume {folder}: {path} lacks {', '.join(missing)}")
+    wrong = [name for name, check in _FIELDS.items() if name not in document or not check(document[name])]
+    if wrong:
+        raise ConfigError(f"--resume {folder}: {path} is not a checkpoint this secure-fedgraph can read ({', '.join(wrong)} missing or malformed)")
     if document["finished"]:
         raise ConfigError(f"--resume {folder}: that run finished; nothing to resume (its metrics are in {Path(folder) / 'metrics.json'})")
     return document
@@ -194,6 +213,8 @@ def _split(tree: Any, arrays: dict[str, Any] | None = None) -> tuple[Any, dict[s
 def _join(tree: Any, arrays: dict[str, Any]) -> Any:
     if isinstance(tree, dict):
         if set(tree) == {_ARRAY}:
+            if tree[_ARRAY] not in arrays:
+                raise ConfigError(f"the checkpoint names an array {tree[_ARRAY]!r} that its array file does not hold")
             return arrays[tree[_ARRAY]]
         return {k: _join(v, arrays) for k, v in tree.items()}
     if isinstance(tree, list):

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.server import checkpoint
@@ -18,7 +19,7 @@ from secure_fedgraph.server.checkpoint import Checkpoint
 from tests.helpers import TORCH_PROBE
 
 RUN = {"plan": {"plan": "fedavg-vector", "config": {"clients": 3, "length": 4, "rounds": 3, "seed": 0, "fresh_keys_every": 1}},
-       "secure_sum": {"backend": "mask", "min_survivors": None}, "version": "0.1.0"}
+       "secure_sum": {"backend": "mask", "min_survivors": None}, "version": __version__}
 
 
 def _checkpoint(round_index: int = 1, **state) -> Checkpoint:
@@ -83,7 +84,7 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint_whole(tmp_path, mo
         (lambda run: run["plan"].update(plan="local-gru"), "plan.plan is 'fedavg-vector' there, 'local-gru' here"),
         (lambda run: run["plan"]["config"].update(seed=1), "plan.config.seed is 0 there, 1 here"),
         (lambda run: run["secure_sum"].update(backend="ckks"), "secure_sum.backend is 'mask' there, 'ckks' here"),
-        (lambda run: run.update(version="9.9"), "version is '0.1.0' there, '9.9' here"),
+        (lambda run: run.update(version="9.9"), f"version is {__version__!r} there, '9.9' here"),
     ],
     ids=["plan", "seed", "backend", "version"],
 )
@@ -113,6 +114,9 @@ def test_missing_altered_foreign_format_and_finished_checkpoints_are_refused(tmp
     (tmp_path / "checkpoint.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not a readable checkpoint"):
         checkpoint.read(tmp_path)
+    (tmp_path / "checkpoint.json").write_text(json.dumps({**document, "run_clients": "all", "round": -1}))
+    with pytest.raises(ConfigError, match=r"not a checkpoint this secure-fedgraph can read \(round, run_clients missing or malformed\)"):
+        checkpoint.read(tmp_path)
     checkpoint.save(tmp_path, _checkpoint(2, history=[]))
     checkpoint.finish(tmp_path)
     with pytest.raises(ConfigError, match="that run finished; nothing to resume"):
@@ -137,7 +141,7 @@ def run_folder(tmp_path):
     """A checkpoint of a fedavg-gru run of 3 clients with rounds=4."""
     run = {"plan": {"plan": "fedavg-gru", "config": {"rounds": 4, "sensors": 3, "hidden_size": 8, "local_epochs": 1, "max_local_steps": None,
                                                      "batch_size": 128, "lr": 0.001, "max_windows": None, "seed": 0}},
-           "secure_sum": {"backend": "mask"}, "version": "0.1.0"}
+           "secure_sum": {"backend": "mask"}, "version": __version__}
     checkpoint.save(tmp_path / "run", Checkpoint(run=run, round=2, state={"history": []}, context={"live": [0, 1, 2]}, run_clients=[0, 1, 2],
                                                  plan_clients=3))
     return tmp_path / "run"
@@ -153,12 +157,17 @@ def run_folder(tmp_path):
         (["--resume", "{run}", "--set", "rounds=5"], "--set rounds is 4 in the run, 5 here"),
         (["--resume", "{run}", "--clients", "5"], "--clients is 3 in the run, 5 here"),
         (["--resume", "{run}", "--out", "{tmp}/elsewhere"], "name different folders"),
+        (["--resume", "{old}"], "the checkpoint was written by secure-fedgraph 0.0.1, this is"),
         (["--plan", "fedavg-gru", "--out", "{tmp}/o", "--die-at", "1:nap"], "--die-at must be ROUND:STAGE[:N]"),
         (["--out", "{tmp}/o"], "server: --plan is required (unless --resume RUN continues a run)"),
     ],
 )
 def test_resume_usage_errors_are_one_line_before_torch(argv, message, keys, tmp_path, run_folder):
-    values = {"tmp": tmp_path, "run": run_folder}
+    old = json.loads((run_folder / "checkpoint.json").read_text())
+    old["run"]["version"] = "0.0.1"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "checkpoint.json").write_text(json.dumps(old))
+    values = {"tmp": tmp_path, "run": run_folder, "old": tmp_path / "old"}
     args = ["server", "--bind", "127.0.0.1:0", "--certs", str(keys), *(a.format(**values) for a in argv)]
     done = subprocess.run([sys.executable, "-P", "-c", TORCH_PROBE, *args], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2, done.stderr
