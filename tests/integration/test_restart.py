@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from secure_fedgraph.audit import audit_run
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
@@ -27,13 +28,14 @@ def test_a_server_killed_mid_round_resumes_and_the_run_equals_an_uninterrupted_o
     timeouts = ("--join-timeout", "60", "--step-timeout", "60")
     plan_options = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
     first = start_server(tmp_path / "first", "--plan", "fedavg-gru", "--clients", "5", *plan_options, *timeouts, "--die-at", "1:unmask",
-                         certs=keys, out=run)
-    clients = [first.client("0-2"), first.client("3-4")]
+                         "--transcript", certs=keys, out=run)
+    audit = ("--transcript", str(tmp_path / "clients"), "--audit")
+    clients = [first.client("0-2", *audit), first.client("3-4", *audit)]
     second = None
     try:
         assert first.server.wait(timeout=240) == -signal.SIGKILL
         assert json.loads((run / "checkpoint.json").read_text())["round"] == 1
-        second = start_server(tmp_path / "second", "--resume", str(run), *timeouts, certs=keys, out=run, port=first.port)
+        second = start_server(tmp_path / "second", "--resume", str(run), *timeouts, "--transcript", certs=keys, out=run, port=first.port)
         output = second.wait(timeout=240)
         said = [process.communicate(timeout=60)[0] for process in clients]
     finally:
@@ -53,6 +55,9 @@ def test_a_server_killed_mid_round_resumes_and_the_run_equals_an_uninterrupted_o
     assert metrics["elements_by_phase"] == uninterrupted["elements_by_phase"]
     assert [row["round"] for row in metrics["round_log"]] == [0, 1, 2]
     assert json.loads((run / "checkpoint.json").read_text())["finished"] is True
+    # the transcripts hold both sessions; every sum the server delivered in either is its contributors' plaintext sum
+    report = audit_run(run / "transcript.bin", sorted((tmp_path / "clients").glob("client-*.bin")))
+    assert report.passed and report.sums >= 2 * 3 + 2, [(c.claim, c.evidence) for c in report.checks]
 
 
 def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
