@@ -34,7 +34,7 @@ from secure_fedgraph import __version__
 from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
-from secure_fedgraph.papers import plan_class
+from secure_fedgraph.papers import RESUMABLE, plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientHost
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
@@ -267,7 +267,8 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
         if resume is not None:
             raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
                               "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
-        memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir))
+        memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir),
+                           resumable=plan.name in RESUMABLE)
         directory, resume_round = announced, None
     else:
         if resume is None:

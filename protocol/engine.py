@@ -133,8 +133,8 @@ class ServerContext(Resumable):
     def snapshot(self) -> dict[str, Any]:
         """What a checkpoint keeps of this context (JSON): the clients still in the run, who left
         and why, abandoned sums, and element counts and seconds per phase so far."""
-        return {"live": sorted(self.live), "dropped": {str(c): r for c, r in sorted(self.dropped.items())}, "abandoned": dict(self.abandoned),
-                "elements": {p: dict(e) for p, e in self.elements.items()}, "seconds": dict(self.seconds)}
+        return {"live": sorted(self.live), "dropped": {str(c): r for c, r in sorted(self.dropped.items())},
+                "abandoned": dict(self.abandoned), "elements": {p: dict(e) for p, e in self.elements.items()}, "seconds": dict(self.seconds)}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Go on from a checkpoint's :meth:`snapshot` (who is live is who rejoined)."""

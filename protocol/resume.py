@@ -32,14 +32,16 @@ class RunMemory(SecretMaterial):
         run: the run's configuration as the first Welcome announced it (plan, secure sum, version).
         directory: client id -> identity key of every client the run started with.
         data: the client's own data, read once.
+        resumable: whether the run's plan can resume; only then are signed contributions
+            recorded (``signed`` is None otherwise: a plan that cannot resume is never asked again).
     """
 
-    def __init__(self, *, client_id: int, run: Mapping[str, Any], directory: Mapping[int, bytes], data: Any) -> None:
+    def __init__(self, *, client_id: int, run: Mapping[str, Any], directory: Mapping[int, bytes], data: Any, resumable: bool = True) -> None:
         self.client_id = client_id
         self.run = dict(run)
         self.directory = dict(directory)
         self.data = data
-        self.signed = SignedContributions()
+        self.signed = SignedContributions() if resumable else None
         self._boundaries: dict[int, Any] = {}
 
     @property
@@ -50,7 +52,8 @@ class RunMemory(SecretMaterial):
     def keep(self, round_index: int, state: Any) -> None:
         """The plan reached round ``round_index`` (its ``ctx.checkpoint``): keep a copy of its state."""
         self._boundaries[round_index] = copy.deepcopy(state)
-        self.signed.plan_round = round_index
+        if self.signed is not None:
+            self.signed.plan_round = round_index
 
     def server_at(self, round_index: int) -> None:
         """A request of round ``round_index`` was answered. The server saves its checkpoint of a
@@ -61,7 +64,8 @@ class RunMemory(SecretMaterial):
             return
         for r in [r for r in self._boundaries if r < oldest]:
             del self._boundaries[r]
-        self.signed.forget_before(oldest)
+        if self.signed is not None:
+            self.signed.forget_before(oldest)
 
     def context(self, *, seed: int, resume_round: int | None) -> ClientContext:
         """The plan's context for a session: a new run, or a resumed one at ``resume_round``.

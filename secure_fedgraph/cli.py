@@ -307,7 +307,8 @@ def _check_resume(args: argparse.Namespace) -> list[int]:
     if args.plan is not None and args.plan != run_plan["plan"]:
         raise ConfigError(f"--resume {args.resume}: the checkpoint is of plan {run_plan['plan']}, not --plan {args.plan}")
     check_resumable(run_plan["plan"])
-    given = [(f"--set {key}", run_plan["config"][key], value) for key, value in (_set_item(item, run_plan["config"]) for item in args.set or [])]
+    options = (_set_item(item, run_plan["config"]) for item in args.set or [])
+    given = [(f"--set {key}", run_plan["config"][key], value) for key, value in options]
     if args.clients is not None:
         given.append(("--clients", saved["plan_clients"], args.clients))
     for option, held, value in given:

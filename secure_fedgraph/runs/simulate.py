@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
-from secure_fedgraph.papers import check_resumable
+from secure_fedgraph.papers import RESUMABLE, check_resumable
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientHost, Resumed, ServerContext
@@ -106,7 +106,8 @@ def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., Se
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
     directory = {c: k.public_bytes for c, k in identities.items()}
-    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir)) for c in ids}
+    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE)
+                for c in ids}
     server_data = plan.load_server_data(data_dir)
     checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)
     session = partial(_session, plan, secure, server_role, identities, memories, server_data, checkpoints, drop=drop, intercept=intercept,
