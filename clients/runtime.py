@@ -44,6 +44,7 @@ from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
+from secure_fedgraph.runs.resources import ensure_client_files, usage
 
 
 class ConnectionFailed(Exception):
@@ -125,12 +126,17 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
     torch.set_num_threads(1)  # many logical clients per process; and the same numbers in every process
     if options.parallel < 1:
         raise ConfigError(f"--parallel must be at least 1, got {options.parallel}")
+    ensure_client_files(len(options.ids), transcripts=options.transcript_dir is not None)
     shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(options.parallel))
+    before = usage()
     threads = [threading.Thread(target=_run_one, args=(c, options, keys, shared, say), name=f"client-{c}") for c in options.ids]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    after = usage()
+    say(f"clients {format_ids(options.ids)}: open files {before.open_files} before connecting, {after.open_files} after the run; "
+        f"threads {before.threads}, {after.threads}; peak RSS {after.peak_rss_bytes / 2**20:.0f} MiB")
     return shared.outcomes
 
 

@@ -95,9 +95,10 @@ def tensor_from_pb(tensor: common_pb2.Tensor) -> np.ndarray:
     if byte_size(tuple(d for d in shape if d), dtype) >= 2**62:  # numpy refuses such shapes even when one dimension is 0
         raise ProtocolError(f"tensor of shape {shape} is too large for any message")
     expected = byte_size(shape, dtype)
-    if len(tensor.data) != expected:
-        raise ProtocolError(f"tensor of shape {shape} and dtype {dtype} needs {expected} bytes, got {len(tensor.data)}")
-    return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)
+    data = tensor.data  # each access copies the bytes out of the message: once, not twice
+    if len(data) != expected:
+        raise ProtocolError(f"tensor of shape {shape} and dtype {dtype} needs {expected} bytes, got {len(data)}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 # Each dataclass gets a compiled plan, computed once: (field name, kind, inner type). Kinds:

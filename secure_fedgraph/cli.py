@@ -323,7 +323,7 @@ def _preflight(args: argparse.Namespace) -> None:
     """What can be checked without torch (runs/preflight.py), before any handler imports it."""
     from secure_fedgraph.data import DATASETS
     from secure_fedgraph.papers import check_plan_name, plan_dataset
-    from secure_fedgraph.runs import preflight
+    from secure_fedgraph.runs import preflight, resources
     from secure_fedgraph.validation import positive, positive_number
 
     _check_data_dir(args)
@@ -337,6 +337,8 @@ def _preflight(args: argparse.Namespace) -> None:
             from secure_fedgraph.protocol.faults import DieAt
 
             DieAt.parse(args.die_at)
+        if args.clients:
+            resources.ensure_server_files(args.clients)  # again in the runtime, for a plan's default count
         preflight.check_bindable("--bind", args.bind)
         if args.resume:
             clients = _check_resume(args)
@@ -351,6 +353,7 @@ def _preflight(args: argparse.Namespace) -> None:
 
         preflight.parse_address("--server", args.server)
         positive_number("--reconnect-timeout", args.reconnect_timeout, zero_ok=True)
+        resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
         _check_keys(args, server=False, clients=parse_ids(args.ids))
     elif args.command == "demo":
         DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process

@@ -29,6 +29,7 @@ from secure_fedgraph.crypto.pki import KeyDirectory, client_of
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
+from secure_fedgraph.runs.resources import EXTRA_STREAMS, ensure_server_files, usage
 from secure_fedgraph.protocol.engine import Resumed, ServerContext
 from secure_fedgraph.protocol.faults import DieAt, dying
 from secure_fedgraph.protocol.messages import Ack, Welcome
@@ -96,6 +97,7 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         if cert_client != client:
             raise ConfigError(f"{keys.client_cert(client)} is the certificate of client {cert_client}")
         directory[client] = identity
+    ensure_server_files(len(expected))  # past about 950 clients, more than the usual soft limit of 1,024 open files
     options.out.mkdir(parents=True, exist_ok=True)
     transcript = TranscriptWriter(options.out / "transcript.bin") if options.transcript else None
     events: list[str] = []
@@ -103,7 +105,7 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
                                     hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append)
     # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
     # one stream per client, so n + 8 handlers; more concurrent calls are refused by gRPC at once
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + 8), maximum_concurrent_rpcs=len(expected) + 8,
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + EXTRA_STREAMS), maximum_concurrent_rpcs=len(expected) + EXTRA_STREAMS,
                          options=[*channel_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
@@ -122,9 +124,11 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         f"waiting for {len(expected)} clients{resuming}")
     started = time.monotonic()
     closing = "done"
+    process = {"listening": usage().as_dict()}  # open files, threads and memory: a leak shows as "after" above "listening"
     try:
         joined = transport.wait_for_clients(options.join_timeout_s)
         say(f"server: {len(joined)} of {len(expected)} clients joined in {time.monotonic() - started:.1f} s")
+        process["joined"] = usage().as_dict()
         if len(joined) < max(2, majority(len(expected))):
             raise DropoutError(f"only {len(joined)} of {len(expected)} clients joined within {options.join_timeout_s:g} s")
         metrics = _run_plan(options, transport, joined, directory, certificates, say, events, run=run, saved=saved)
@@ -133,10 +137,11 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         raise
     finally:
         transport.close_all(closing)
-        server.stop(grace=2.0)
+        server.stop(grace=2.0).wait(timeout=5.0)  # the connections are closed once it is set
         if transcript is not None:
             transcript.close()
     metrics["seconds"] = time.monotonic() - started
+    metrics["process"] = {**process, "after": usage().as_dict()}
     (options.out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
     checkpoint.finish(options.out)
     return metrics
@@ -164,7 +169,8 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
     certs = tuple(certificates[c] for c in joined)
 
     def whole():
-        yield seq.step(Stage.WELCOME, lambda h: {c: Welcome(h, config_json, participants, certs) for c in joined}, lambda c, r: None, Ack)
+        # one Welcome for all: the transport encodes it once (n certificates each, n times over, is O(n^2) bytes)
+        yield seq.step(Stage.WELCOME, lambda h: dict.fromkeys(joined, Welcome(h, config_json, participants, certs)), lambda c, r: None, Ack)
         metrics = yield from options.plan.server(ctx)
         yield from ctx.end()
         return metrics

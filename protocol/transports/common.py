@@ -25,6 +25,12 @@ class Traffic:
     client_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     server_seconds: float = 0.0
     wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
+    slowest_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # its slowest step: against the step deadline
+
+    def timed(self, step: Step, seconds: float) -> None:
+        """Count the wall time one step took, from its requests to its last answer."""
+        self.wall_by_stage[step.stage] += seconds
+        self.slowest_by_stage[step.stage] = max(self.slowest_by_stage[step.stage], seconds)
 
     def sent(self, step: Step, client: int, data: bytes) -> None:
         self.down[client] += len(data)

@@ -274,7 +274,7 @@ class GrpcServerTransport:
         try:
             return self._execute(step)
         finally:
-            self.traffic.wall_by_stage[step.stage] += time.perf_counter() - begun_step
+            self.traffic.timed(step, time.perf_counter() - begun_step)
 
     def _execute(self, step: Step) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()

@@ -62,4 +62,5 @@ def traffic_summary(traffic: Traffic, ctx: ServerContext) -> dict[str, Any]:
         "seconds_by_phase": {p: round(s, 4) for p, s in ctx.seconds.items()},
         "server_seconds": traffic.server_seconds,
         "wall_seconds_by_stage": {s.value: round(t, 4) for s, t in traffic.wall_by_stage.items()},
+        "slowest_step_seconds_by_stage": {s.value: round(t, 4) for s, t in traffic.slowest_by_stage.items()},  # vs --step-timeout
     }

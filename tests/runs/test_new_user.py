@@ -59,6 +59,28 @@ def test_a_usage_error_is_one_line_and_exit_2_before_torch_is_imported(argv, mes
     assert len([line for line in done.stderr.splitlines() if line.strip() and not line.startswith("usage:")]) == 1, done.stderr
 
 
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["server", "--bind", "127.0.0.1:0", "--plan", "fedavg-vector", "--clients", "1000", "--certs", "{tmp}", "--out", "{tmp}/o"],
+         "a server for 1000 clients needs about 1072 open files"),
+        (["client", "--server", "127.0.0.1:1", "--ids", "0-999", "--certs", "{tmp}"], "a client process hosting 1000 clients needs about 1064 open files"),
+    ],
+)
+def test_too_low_a_hard_limit_on_open_files_is_one_line_before_torch_is_imported(argv, message, tmp_path):
+    """One connection per client: 1,000 of them cannot fit under a hard limit of 256, which
+    only an administrator can raise; the process says so at once instead of failing inside gRPC."""
+    import resource
+
+    args = [a.format(tmp=tmp_path) for a in argv]
+    done = subprocess.run([sys.executable, "-P", "-c", _PROBE, *args], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "at most 256 (the hard limit, `ulimit -Hn`)" in done.stderr
+    assert done.stdout.strip() == "torch not imported"
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
+
+
 def test_child_processes_import_the_installed_package_from_any_folder(tmp_path):
     """A folder holding a ``secure_fedgraph/`` without the server subpackage (a checkout after
     `pip install .`) must not shadow the installed package in the processes we start."""
