@@ -8,24 +8,30 @@ thresholds and graph are checked again at every key set-up) and every participan
 certificate against the CA, then build the client's host; answer each request in order until
 the run ends or the stream does.
 
-``crash_at`` (``--crash-at STAGE[@ROUND]``) is a fault-injection aid for tests: the process
-kills itself with SIGKILL, with every client it hosts, on receiving the first request at that
-crash point (protocol/crash_point.py), before answering it.
+When the server goes away mid-run (its process died or was stopped: not a refusal or a drop,
+which it says with another status), a client whose plan keeps its state at round boundaries
+reconnects with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
+server's Welcome is checked like the first (the whole policy again), and must announce the same
+run, among clients the run started with, under the same identity keys, at a round whose state
+the client kept (protocol/resume.py); the client then starts a new session with new secure-sum
+keys (threat_model.md R-RESUME).
+
+``crash_at`` (``--crash-at STAGE[@ROUND][:N]``) is a fault-injection aid for tests: the process
+kills itself with SIGKILL, with every client it hosts, on receiving the request at that crash
+point (protocol/crash_point.py), before answering it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 import torch
@@ -34,11 +40,12 @@ from secure_fedgraph import __version__
 from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
-from secure_fedgraph.papers import plan_class
+from secure_fedgraph.papers import RESUMABLE, plan_class
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost
-from secure_fedgraph.protocol.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine import ClientHost
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.crash_point import CrashPoint, crash_by_sigkill
+from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
@@ -65,9 +72,10 @@ class ClientOptions:
     server_name: str = "localhost"
     session_timeout_s: float = 24 * 3600.0
     connect_timeout_s: float = 60.0  # how long to wait for a server that is not listening yet
+    reconnect_timeout_s: float = 60.0  # how long to wait for a server that went away mid-run to come back (0: not at all)
     max_message_bytes: int = 256 * 2**20
     parallel: int = 2  # hosted clients that may handle a request at the same time (bounds memory)
-    crash_at: CrashPoint | None = None  # fault injection: SIGKILL this process on the first request at this point
+    crash_at: CrashPoint | None = None  # fault injection: SIGKILL this process on the request at this point
 
 
 @dataclass
@@ -87,14 +95,15 @@ class _Shared:
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
-    said_waiting: bool = False
+    said: set[object] = field(default_factory=set)
 
-    def waiting(self, say: Callable[[str], None], line: str) -> None:
-        """Say once per process that the clients wait for the server (not once per client)."""
+    def once(self, key: object, say: Callable[[str], None], line: str) -> None:
+        """Say ``line`` once per process for ``key`` (waiting for the server; the server gone, or
+        back, in some session), not once per hosted client."""
         with self.lock:
-            if self.said_waiting:
+            if key in self.said:
                 return
-            self.said_waiting = True
+            self.said.add(key)
         say(line)
 
     def check_certificate(self, pem: bytes) -> tuple[int, bytes]:
@@ -144,41 +153,8 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
     with shared.lock:
         shared.outcomes[client] = outcome
     transcript = TranscriptWriter(options.transcript_dir / f"client-{client}.bin") if options.transcript_dir else None
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=shared.ca, private_key=keys.client_key(client).read_bytes(), certificate_chain=keys.client_cert(client).read_bytes()
-    )
-    opts = channel_options(options.max_message_bytes) + [("grpc.ssl_target_name_override", options.server_name)]
-    host: ClientHost | None = None
     try:
-        with grpc.secure_channel(options.server, credentials, options=opts) as channel:
-            stream, requests = _connect(client, channel, options, shared, say)
-            try:
-                for data in requests:
-                    if transcript is not None:
-                        transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are decoded and dropped
-                    with shared.working:  # many hosted clients, a few at work: memory stays bounded
-                        request = codec.decode(data)
-                        del data
-                        header = getattr(request, "header", None)
-                        if options.crash_at is not None and header is not None and options.crash_at.hits(header):
-                            _crash(client, header, options.crash_at, say)
-                        if isinstance(request, Welcome):
-                            host = _welcome(client, request, options, keys, shared, transcript)
-                            response = Ack(Header(request.header.session, request.header.round, request.header.step, request.header.stage, client))
-                        elif host is None:
-                            raise ProtocolError(f"client {client}: a request arrived before the Welcome")
-                        else:
-                            response = host.handle(request)
-                        reply = codec.encode(response)
-                        del request, response
-                    if transcript is not None:
-                        transcript.record(SENT, -1, reply, at=time.time())
-                    stream.send(reply)
-                    outcome.steps += 1
-                    if host is not None and host.ended:
-                        outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
-            finally:
-                stream.close()
+        _LogicalClient(client, options, keys, shared, say, outcome, transcript).run()
     except grpc.RpcError as exc:
         outcome.error = describe_rpc_error(exc)
     except (SecureFedGraphError, ConnectionFailed) as exc:
@@ -188,72 +164,190 @@ def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _S
             transcript.close()
 
 
-def _crash(client: int, header: Any, point: CrashPoint, say: Callable[[str], None]) -> NoReturn:
-    """``--crash-at``: die as a crash does, before answering: SIGKILL, so nothing is cleaned up
-    and no stream says goodbye; every client this process hosts goes with it."""
-    say(f"client {client}: crashing this process on purpose at {header.stage.value} in round {header.round} (--crash-at {point})")
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
-    raise AssertionError("SIGKILL returned")  # unreachable: the process is gone
+@dataclass(frozen=True)
+class _Waiting:
+    """How long :func:`_connect` retries, the option that sets it, and what it says once per process."""
+
+    seconds: float
+    option: str
+    gave_up: str  # why it stopped waiting; "{s}" is the seconds
+    key: tuple  # say ``line`` once per process for this key
+    line: str
 
 
-def _server_not_up(exc: grpc.RpcError) -> bool:
-    """Whether a failed stream means nobody listens yet (worth waiting for), not a refusal: a
-    TLS failure or an answer from the server is reported at once."""
-    details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
-    return exc.code() == grpc.StatusCode.UNAVAILABLE and not any(word in details for word in ("ssl", "handshake", "certificate", "tls"))
+class _LogicalClient:
+    """One hosted client across the sessions of its run: its stream now, its host in the current
+    session, and its memory of the run (protocol/resume.py), which outlives a server restart."""
+
+    def __init__(self, client: int, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say, outcome: ClientOutcome,
+                 transcript: TranscriptWriter | None) -> None:
+        self.client, self.options, self.keys, self.shared, self.say = client, options, keys, shared, say
+        self.outcome, self.transcript = outcome, transcript
+        self.memory: RunMemory | None = None
+        self.host: ClientHost | None = None
+        self.sessions = 0  # Welcomes taken
+        self.crash_hits = 0  # requests at options.crash_at's stage and round so far
+
+    @property
+    def may_resume(self) -> bool:
+        """Whether waiting for a restarted server makes sense: the run is under way, this client
+        kept its plan's state at some round boundary, and the option allows it."""
+        return (not self.outcome.finished and self.memory is not None and bool(self.memory.rounds)
+                and self.options.reconnect_timeout_s > 0)
+
+    def run(self) -> None:
+        options = self.options
+        credentials = grpc.ssl_channel_credentials(root_certificates=self.shared.ca, private_key=self.keys.client_key(self.client).read_bytes(),
+                                                   certificate_chain=self.keys.client_cert(self.client).read_bytes())
+        opts = channel_options(options.max_message_bytes) + [("grpc.ssl_target_name_override", options.server_name),
+                                                             ("grpc.max_reconnect_backoff_ms", 2000)]  # back within 2 s of a restart
+        waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",),
+                           f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
+        with grpc.secure_channel(options.server, credentials, options=opts) as channel:
+            while True:
+                stream, requests = _connect(self.client, channel, options, self.shared, self.say, waiting)
+                try:
+                    self._serve(stream, requests)
+                    if not self.may_resume:
+                        return
+                except grpc.RpcError as exc:
+                    if not (self.may_resume and _server_not_up(exc)):  # refused or dropped: the server said why
+                        raise
+                finally:
+                    stream.close()
+                self.host = None  # its session's keys go with it
+                seconds = options.reconnect_timeout_s
+                waiting = _Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s",
+                                   ("away", self.sessions), f"clients {format_ids(options.ids)}: the server went away; reconnecting "
+                                   f"for up to {seconds:g} s (--reconnect-timeout)")
+
+    def _serve(self, stream: ClientStream, requests: Iterator[bytes]) -> None:
+        """Answer one stream's requests in order until it ends: a Welcome first, then the plan's."""
+        first = True
+        for data in requests:
+            if self.transcript is not None:
+                self.transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are decoded and dropped
+            with self.shared.working:  # many hosted clients, a few at work: memory stays bounded
+                request = codec.decode(data)
+                del data
+                self._maybe_crash(getattr(request, "header", None))
+                if first and isinstance(request, Welcome):
+                    resumed = self.memory is not None
+                    self.host, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript, self.memory)
+                    self.sessions += 1
+                    if resumed:
+                        self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
+                                                                              f"resumed the run at round {self.host.context.resumed.round}")
+                    h = request.header
+                    response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
+                elif first or isinstance(request, Welcome):
+                    where = "before the Welcome" if first else "on a stream that had its Welcome (a new session needs a new stream)"
+                    raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived {where}")
+                else:
+                    response = self.host.handle(request)
+                    self.memory.server_at(request.header.round)
+                reply = codec.encode(response)
+                del request, response
+            first = False
+            if self.transcript is not None:
+                self.transcript.record(SENT, -1, reply, at=time.time())
+            stream.send(reply)
+            self.outcome.steps += 1
+            if self.host.ended:
+                self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
 
 
-def _connect(client: int, channel: grpc.Channel, options: ClientOptions, shared: _Shared, say) -> tuple[ClientStream, Iterator[bytes]]:
-    """Open this client's stream and send its Hello, retrying with backoff while the server is
-    not up yet (up to ``connect_timeout_s``); returns the stream and its requests, the first
-    one (the Welcome) already received."""
-    deadline, pause = time.monotonic() + options.connect_timeout_s, 0.1
-    while True:
-        stream = ClientStream(channel, timeout_s=options.session_timeout_s)
-        stream.send(codec.encode(Hello(client, __version__)))
-        requests = iter(stream)
-        try:
-            first = next(requests)
-        except StopIteration:
-            return stream, iter(())
-        except grpc.RpcError as exc:
-            stream.close()
-            if not _server_not_up(exc):
-                raise
-            if time.monotonic() + pause > deadline:
-                raise ConnectionFailed(f"{describe_rpc_error(exc)} (waited {options.connect_timeout_s:g} s for the server; --connect-timeout)") from None
-            shared.waiting(say, f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
-            time.sleep(pause)
-            pause = min(2 * pause, 2.0)
-            continue
-        return stream, itertools.chain((first,), requests)
+    def _maybe_crash(self, header: Any) -> None:
+        """``--crash-at``: die as a crash does, before answering: SIGKILL, so nothing is cleaned
+        up and no stream says goodbye; every client this process hosts goes with it."""
+        point = self.options.crash_at
+        if point is None or header is None or not point.hits(header):
+            return
+        self.crash_hits += 1
+        if self.crash_hits == point.nth:
+            self.say(f"client {self.client}: crashing this process on purpose at {header.stage.value} in round {header.round} "
+                     f"(--crash-at {point})")
+            sys.stdout.flush()
+            crash_by_sigkill()
 
 
-def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDirectory, shared: _Shared, transcript) -> ClientHost:
-    """Check the run against this process's policy and the CA; build the logical client."""
+def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDirectory, shared: _Shared, transcript,
+             memory: RunMemory | None = None) -> tuple[ClientHost, RunMemory]:
+    """Check the run against this process's policy and the CA (a resumed run also against
+    ``memory``, what this client kept of it); build the logical client's host for this session.
+    Returns the host and the client's memory of the run (new for a new run)."""
     config = json.loads(welcome.config_json)
+    resume = config.pop("resume", None)
     secure = config_from_dict(config["secure_sum"])
     plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
+    n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
-        options.policy.check_run(secure, n_run=len(welcome.participants), uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
+        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
     if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
         raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
-    directory = {}
+    announced = {}
     for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
         cert_client, identity = shared.check_certificate(pem)  # the CA vouches for every identity key
         if cert_client != listed:
             raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
-        directory[listed] = identity
+        announced[listed] = identity
+    if memory is None:
+        if resume is not None:
+            raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
+                              "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
+        memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir),
+                           resumable=plan.name in RESUMABLE)
+        directory, resume_round = announced, None
+    else:
+        if resume is None:
+            raise ProtocolError(f"client {client}: the server started a new run, but this client is in a run the server left mid-way; "
+                                "only `server --resume` continues it (start new client processes for a new run)")
+        directory, resume_round = memory.resumed_directory(config, announced), int(resume["round"])
     identity = load_identity(keys.identity_key(client))
-    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory, policy=options.policy)
-    data = plan.load_client_data(client, options.data_dir)
-    host = ClientHost(role=role, plan=plan.client, context=ClientContext(client, plan.seed, data))
+    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
+                       policy=options.policy, signed=memory.signed)
+    host = ClientHost(role=role, plan=plan.client, context=memory.context(seed=plan.seed, resume_round=resume_round))
     if options.audit and transcript is not None:
         def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk
             transcript.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
 
         host.on_contribute = record
-    return host
+    return host, memory
+
+
+def _server_not_up(exc: grpc.RpcError) -> bool:
+    """Whether a failed stream means nobody listens (not yet, or no longer: worth waiting for), not
+    a refusal: a failed certificate check or an answer from the server (a refusal, a drop) is
+    reported at once. A handshake cut by a dying server ("Connection reset") is not a refusal."""
+    details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
+    refused = any(word in details for word in ("ssl_error", "certificate", "tsi_", "alert"))
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and not refused
+
+
+def _connect(client: int, channel: grpc.Channel, options: ClientOptions, shared: _Shared, say,
+             waiting: _Waiting) -> tuple[ClientStream, Iterator[bytes]]:
+    """Open this client's stream and send its Hello, retrying with backoff while nobody listens
+    (up to ``waiting.seconds``); returns the stream and its requests, the first one (the
+    Welcome) already received."""
+    deadline, pause = time.monotonic() + waiting.seconds, 0.1
+    while True:
+        stream = ClientStream(channel, timeout_s=options.session_timeout_s)
+        stream.send(codec.encode(Hello(client, __version__)))
+        requests = iter(stream)
+        try:
+            return stream, itertools.chain((next(requests),), requests)
+        except StopIteration:  # a server shutting down closed the stream before its Welcome
+            why = "the server closed the stream before its Welcome"
+        except grpc.RpcError as exc:
+            if not _server_not_up(exc):
+                stream.close()
+                raise
+            why = describe_rpc_error(exc)
+        stream.close()
+        if time.monotonic() + pause > deadline:
+            raise ConnectionFailed(f"{why} ({waiting.gave_up.format(s=waiting.seconds)}; {waiting.option})")
+        shared.once(waiting.key, say, waiting.line)
+        time.sleep(pause)
+        pause = min(2 * pause, 2.0)

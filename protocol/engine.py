@@ -53,6 +53,33 @@ RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the 
 ClientPlan = Generator[Need, Any, None]
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """Where a resumed run starts (``server --resume``): a checkpointed round and the state one
+    side of the plan saved there (the server's in the run folder; a client's in its memory)."""
+
+    round: int
+    state: Any
+
+
+class Resumable:
+    """What a plan's server and client sides use to resume: both save their state at each round
+    boundary (``checkpoint``) and start from where a resumed run begins (``resume_from``)."""
+
+    resumed: Resumed | None = None
+    on_checkpoint: Callable[[int, Any], None] | None = None
+
+    def resume_from(self, fresh: Any) -> tuple[int, Any]:
+        """(round to start at, its state): (0, ``fresh``) in a new run, else the checkpoint's."""
+        return (0, fresh) if self.resumed is None else (self.resumed.round, self.resumed.state)
+
+    def checkpoint(self, round_index: int, state: Any) -> None:
+        """Round ``round_index`` begins: ``state`` is all this side needs to go on from it (the
+        server calls it before the round's key set-up, so any request of the round follows it)."""
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(round_index, state)
+
+
 @dataclass
 class RoundReport:
     """What the server plan reports after a round (the runtime adds bytes and seconds)."""
@@ -62,7 +89,7 @@ class RoundReport:
     phase_seconds: dict[str, float] = field(default_factory=dict)  # cumulative wall seconds per phase so far
 
 
-class ServerContext:
+class ServerContext(Resumable):
     """The server side of a plan: collectives over the clients still in the run.
 
     A client that is silent or rejected at any step is out of the run from then on (it is
@@ -71,7 +98,8 @@ class ServerContext:
     ``elements`` counts the tensor elements each phase moved (``up``: clients to server,
     ``down``: server to clients, every recipient counted), the unit of the papers' cost
     formulas; the transports count wire bytes per phase. ``data`` is what the plan's
-    ``load_server_data`` read (e.g. CNFGNN's graph).
+    ``load_server_data`` read (e.g. CNFGNN's graph). ``resumed`` and ``on_checkpoint``: see
+    :class:`Resumable`; :meth:`snapshot` is what a checkpoint keeps of this context.
     """
 
     def __init__(
@@ -82,7 +110,10 @@ class ServerContext:
         clients: Iterable[int],
         report: Callable[[RoundReport], None] | None = None,
         data: Any = None,
+        resumed: Resumed | None = None,
+        on_checkpoint: Callable[[int, Any], None] | None = None,
     ) -> None:
+        self.resumed, self.on_checkpoint = resumed, on_checkpoint
         self.seq = sequencer
         self.data = data
         self.elements: dict[str, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
@@ -98,6 +129,20 @@ class ServerContext:
     @property
     def round(self) -> int:
         return self.seq.round
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this context (JSON): the clients still in the run, who left
+        and why, abandoned sums, and element counts and seconds per phase so far."""
+        return {"live": sorted(self.live), "dropped": {str(c): r for c, r in sorted(self.dropped.items())},
+                "abandoned": dict(self.abandoned), "elements": {p: dict(e) for p, e in self.elements.items()}, "seconds": dict(self.seconds)}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Go on from a checkpoint's :meth:`snapshot` (who is live is who rejoined)."""
+        self.dropped.update({int(c): r for c, r in snapshot["dropped"].items()})
+        self.abandoned.update(snapshot["abandoned"])
+        for phase, counts in snapshot["elements"].items():
+            self.elements[phase].update(counts)
+        self.seconds.update(snapshot["seconds"])
 
     @property
     def server_reads_sums(self) -> bool:
@@ -215,12 +260,15 @@ class ServerContext:
 
 
 @dataclass
-class ClientContext:
-    """What a client plan knows: its id, the run seed, its own data, and the needs it yields."""
+class ClientContext(Resumable):
+    """What a client plan knows: its id, the run seed, its own data, and the needs it yields;
+    in a resumed run, the state it saved at the round it resumes from (:class:`Resumable`)."""
 
     client_id: int
     seed: int
     data: Any = None
+    resumed: Resumed | None = None
+    on_checkpoint: Callable[[int, Any], None] | None = None
 
     def rng(self, *labels: str | int) -> np.random.Generator:
         """A numpy generator for one purpose of this client (batch order, local noise, ...)."""

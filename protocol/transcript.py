@@ -9,6 +9,7 @@ against it (threat_model.md).
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from collections.abc import Iterator
@@ -34,11 +35,15 @@ class Record:
 
 
 class TranscriptWriter:
-    """Appends records; safe to share between threads."""
+    """Appends records; safe to share between threads. A writer killed mid-record (a server that
+    ``--resume`` continues appends to the transcript its killed predecessor wrote) leaves a torn
+    last record: the next writer cuts it off before it appends."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            os.truncate(self.path, _whole_records(self.path))
         self._file: BinaryIO = open(self.path, "ab")  # noqa: SIM115 (closed by close())
         self._lock = threading.Lock()
 
@@ -50,6 +55,16 @@ class TranscriptWriter:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+def _whole_records(path: Path) -> int:
+    """How many leading bytes of ``path`` hold whole records."""
+    size, end = path.stat().st_size, 0
+    with open(path, "rb") as f:
+        while len(head := f.read(_HEAD.size)) == _HEAD.size and end + _HEAD.size + _HEAD.unpack(head)[3] <= size:
+            end += _HEAD.size + _HEAD.unpack(head)[3]
+            f.seek(end)
+    return end
 
 
 def read_transcript(path: str | Path) -> Iterator[Record]:

@@ -51,33 +51,33 @@ class AuditReport:
 
 def audit_run(server_transcript: str | Path, client_transcripts: Iterable[str | Path] = ()) -> AuditReport:
     """Replay the transcripts and check the claims above."""
-    inputs: dict[int, object] = {}  # step -> InputRequest the server sent
+    inputs: dict[tuple[bytes, int], object] = {}  # (session, step) -> InputRequest the server sent
     delivers: list[object] = []
-    uploads: list[tuple[int, int, object]] = []  # (step, client, InputResponse)
+    uploads: list[tuple[tuple[bytes, int], int, object]] = []  # ((session, step), client, InputResponse)
     other_kinds: dict[str, int] = defaultdict(int)
     for record in read_transcript(server_transcript):
         message = record.message()
         if record.direction == SENT:
             if isinstance(message, sm.InputRequest):
-                inputs[message.header.step] = message
+                inputs[_at(message.header)] = message
             elif isinstance(message, sm.DeliverRequest):
                 delivers.append(message)
         elif record.direction == RECEIVED:
             if isinstance(message, sm.InputResponse):
-                uploads.append((message.header.step, record.peer, message))
+                uploads.append((_at(message.header), record.peer, message))
             elif isinstance(message, UploadResponse) and message.name.startswith(RELEASE_PREFIX):
                 other_kinds["released sum"] += 1
             elif not isinstance(message, _PROTOCOL_ONLY):
                 other_kinds[type(message).__name__] += 1
-    plaintext: dict[tuple[int, int], np.ndarray] = {}
+    plaintext: dict[tuple[tuple[bytes, int], int], np.ndarray] = {}
     for path in client_transcripts:
         for record in read_transcript(path):
             if record.direction == AUDIT:
                 message = record.message()
                 tensors = tensors_of(message.tensors)
-                spec = inputs.get(message.header.step)
+                spec = inputs.get(_at(message.header))
                 if spec is not None:
-                    plaintext[(message.header.step, record.peer)] = spec.spec.flatten(tensors).astype(np.float64)
+                    plaintext[(_at(message.header), record.peer)] = spec.spec.flatten(tensors).astype(np.float64)
     report = AuditReport(uploads=len(uploads))
     _check_uploads(report, uploads, inputs, plaintext)
     report.checks.append(Check(
@@ -90,6 +90,12 @@ def audit_run(server_transcript: str | Path, client_transcripts: Iterable[str | 
     return report
 
 
+def _at(header) -> tuple[bytes, int]:
+    """Where a message belongs: its session and step (a resumed run's transcript holds several
+    sessions, each numbering its steps from 1)."""
+    return header.session, header.step
+
+
 def _check_uploads(report: AuditReport, uploads, inputs, plaintext) -> None:
     """Per sum, pool every client's masked upload: a chi-square over all their bytes, and the
     correlation of the masked values with the clients' own plaintexts (pooled, so small sums of
@@ -99,7 +105,7 @@ def _check_uploads(report: AuditReport, uploads, inputs, plaintext) -> None:
         kinds = "ciphertexts" if any(m.ciphertexts for _, _, m in uploads) else "plain tensors"
         report.checks.append(Check("M-UNIFORM", kinds == "ciphertexts", f"{len(uploads)} uploads were {kinds}, not masked ring elements"))
         return
-    by_step: dict[int, list] = defaultdict(list)
+    by_step: dict[tuple[bytes, int], list] = defaultdict(list)
     for step, client, message in masked:
         by_step[step].append((client, message.payload))
     worst_p, worst_ratio, tested_r, tested_p = 1.0, 0.0, 0, 0
@@ -128,13 +134,14 @@ def _check_sums(report: AuditReport, delivers, inputs, plaintext) -> None:
         report.checks.append(Check("M-SUM", False, "no client audit records: run clients with --transcript DIR --audit to check sums"))
         return
     checked, worst, failures = 0, 0.0, []
-    unique = {d.header.step: d for d in delivers}.values()  # the same aggregate goes to every contributor
+    unique = {_at(d.header): d for d in delivers}.values()  # the same aggregate goes to every contributor
     for deliver in unique:
-        request = max((r for s, r in inputs.items() if s < deliver.header.step and r.sum_index == deliver.sum_index and r.header.round == deliver.header.round),
-                      key=lambda r: r.header.step, default=None)
+        session, step = _at(deliver.header)
+        request = max((r for (sess, s), r in inputs.items() if sess == session and s < step and r.sum_index == deliver.sum_index
+                       and r.header.round == deliver.header.round), key=lambda r: r.header.step, default=None)
         if request is None or deliver.aggregate is None:
             continue
-        parts = [plaintext.get((request.header.step, c)) for c in deliver.contributors]
+        parts = [plaintext.get((_at(request.header), c)) for c in deliver.contributors]
         if any(p is None for p in parts):
             continue
         size = request.spec.size

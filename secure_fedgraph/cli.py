@@ -41,20 +41,22 @@ def _client_policy(args: argparse.Namespace):
                         min_dp_sigma=args.min_dp_sigma, max_rekeys_per_round=args.max_rekeys)
 
 
+def _set_item(item: str, fields) -> tuple[str, object]:
+    """One ``--set KEY=VALUE``: KEY must be one of ``fields``; VALUE is JSON where it looks like it."""
+    key, sep, raw = item.partition("=")
+    if not sep or key not in fields:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
+    if raw.lower() in ("none", "true", "false"):
+        return key, json.loads(raw.lower().replace("none", "null"))
+    return key, json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
+
+
 def _plan(args: argparse.Namespace):
     from secure_fedgraph.papers import plan_class
 
     cls = plan_class(args.plan)
     fields = {f.name: f for f in dataclasses.fields(cls.Config)}
-    values = {}
-    for item in args.set or []:
-        key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
-        if raw.lower() in ("none", "true", "false"):
-            values[key] = json.loads(raw.lower().replace("none", "null"))
-        else:
-            values[key] = json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
+    values = dict(_set_item(item, fields) for item in args.set or [])
     if args.clients is not None:
         values[cls.clients_field] = args.clients
     for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
@@ -77,8 +79,28 @@ def _add_adversary_options(group) -> None:
     group.add_argument("--max-rekeys", type=int, default=4, help="key set-ups a round may add after its first, one per dropout (default 4)")
 
 
-def _add_secure_options(parser: argparse.ArgumentParser) -> None:
+class _WithoutDefaults:
+    """An argument group whose options have no default: parsed, it holds only what was given."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+
+    def add_argument(self, *names, **options):
+        return self.group.add_argument(*names, **{**options, "default": argparse.SUPPRESS})
+
+
+def _add_crash_option(parser: argparse.ArgumentParser, whom: str) -> None:
+    """``--crash-at``: the one fault hook of both runtimes (protocol/crash_point.py)."""
+    faults = parser.add_argument_group("fault injection (for tests)")
+    faults.add_argument("--crash-at", default=None, metavar="STAGE[@ROUND][:N]",
+                        help=f"kill {whom} (a wire stage name: advertise, share_keys, input, consistency, unmask, deliver, ...) in "
+                             "round ROUND (from 0; default the first round that has it) with SIGKILL, before it is answered: a crash "
+                             "at a chosen step, e.g. unmask@1")
+
+
+def _add_secure_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
     group = parser.add_argument_group("secure sum")
+    group = group if defaults else _WithoutDefaults(group)
     group.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
     group.add_argument("--clip-range", type=float, default=8.0, help="inputs are clipped to [-R, R] (default 8)")
     group.add_argument("--precision-bits", type=int, default=20, help="mask: fixed-point fractional bits (default 20)")
@@ -103,15 +125,42 @@ def _keys_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given_secure_options(argv: list[str]) -> set[str]:
+    """The secure-sum options a command line sets itself (argparse fills in defaults and keeps no
+    record of which were given, so parse them again with every default suppressed)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    _add_secure_options(probe, defaults=False)
+    return set(vars(probe.parse_known_args(argv)[0]))
+
+
+def _resumed_run(args: argparse.Namespace):
+    """The plan and secure-sum configuration of the run ``--resume`` names (its checkpoint's);
+    secure-sum options given on the command line must be the run's."""
+    from secure_fedgraph.papers import plan_class
+    from secure_fedgraph.protocol.secure_sum.config import config_from_dict, config_to_dict
+    from secure_fedgraph.server import checkpoint
+
+    run = checkpoint.read(args.resume)["run"]
+    plan = plan_class(run["plan"]["plan"]).from_config_json(json.dumps(run["plan"]))
+    if _given_secure_options(args.argv):
+        differences = checkpoint.differences(run["secure_sum"], config_to_dict(_secure_config(args)))
+        if differences:
+            raise ConfigError(f"--resume {args.resume}: the secure-sum options differ from the run's ({'; '.join(differences[:3])}); "
+                              "repeat the run's options, or leave them out")
+    return plan, config_from_dict(run["secure_sum"])
+
+
 def _server(args: argparse.Namespace) -> int:
+    from secure_fedgraph.protocol.crash_point import CrashPoint
     from secure_fedgraph.server.runtime import ServerOptions, run_server
 
+    plan, secure = _resumed_run(args) if args.resume else (_plan(args), _secure_config(args))
     options = ServerOptions(
         bind=args.bind,
-        plan=_plan(args),
-        secure=_secure_config(args),
+        plan=plan,
+        secure=secure,
         keys=Path(args.certs),
-        out=Path(args.out),
+        out=Path(args.resume or args.out),
         transcript=args.transcript,
         join_timeout_s=args.join_timeout,
         step_timeout_s=args.step_timeout,
@@ -120,17 +169,19 @@ def _server(args: argparse.Namespace) -> int:
         queue_depth=args.queue_depth,
         port_file=Path(args.port_file) if args.port_file else None,
         data_dir=Path(args.data_dir) if args.data_dir else None,
+        resume=bool(args.resume),
+        crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
     )
     metrics = run_server(options)
     summary = f"{_test_summary(metrics)}; " if "test_rmse" in metrics or "test_acc" in metrics else ""
-    print(f"server: done in {metrics['seconds']:.1f} s: {summary}metrics in {Path(args.out) / 'metrics.json'}")
+    print(f"server: done in {metrics['seconds']:.1f} s: {summary}metrics in {options.out / 'metrics.json'}")
     return 0
 
 
 def _client(args: argparse.Namespace) -> int:
     from secure_fedgraph.clients.ids import parse_ids
-    from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
     from secure_fedgraph.protocol.crash_point import CrashPoint
+    from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
 
     options = ClientOptions(
         server=args.server,
@@ -143,6 +194,7 @@ def _client(args: argparse.Namespace) -> int:
         server_name=args.server_name,
         session_timeout_s=args.session_timeout,
         connect_timeout_s=args.connect_timeout,
+        reconnect_timeout_s=args.reconnect_timeout,
         parallel=args.parallel,
         crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
     )
@@ -248,6 +300,38 @@ def _check_data_dir(args: argparse.Namespace) -> None:
         raise ConfigError(f"--data-dir {args.data_dir}: no such folder")
 
 
+def _check_resume(args: argparse.Namespace) -> list[int]:
+    """``server --resume RUN`` before any heavy import: a plan that can resume, a checkpoint of an
+    unfinished run in RUN, and plan options (if given) that are the run's. Returns the clients the
+    run started with (their certificates are needed)."""
+    from secure_fedgraph.papers import check_resumable
+    from secure_fedgraph.runs import preflight
+    from secure_fedgraph.server import checkpoint
+
+    if args.plan is not None:
+        check_resumable(args.plan)  # before looking for a checkpoint: say why a plan cannot resume at all
+    if args.out is not None and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise ConfigError(f"--out {args.out} and --resume {args.resume} name different folders; a resumed run goes on in its own folder")
+    saved = checkpoint.read(args.resume)
+    if saved["run"]["version"] != __version__:
+        raise ConfigError(f"--resume {args.resume}: the checkpoint was written by secure-fedgraph {saved['run']['version']}, this is "
+                          f"{__version__}; a resumed run needs the code that began it")
+    run_plan = saved["run"]["plan"]
+    if args.plan is not None and args.plan != run_plan["plan"]:
+        raise ConfigError(f"--resume {args.resume}: the checkpoint is of plan {run_plan['plan']}, not --plan {args.plan}")
+    check_resumable(run_plan["plan"])
+    options = (_set_item(item, run_plan["config"]) for item in args.set or [])
+    given = [(f"--set {key}", run_plan["config"][key], value) for key, value in options]
+    if args.clients is not None:
+        given.append(("--clients", saved["plan_clients"], args.clients))
+    for option, held, value in given:
+        if held != value:
+            raise ConfigError(f"--resume {args.resume}: {option} is {held!r} in the run, {value!r} here; a resumed run keeps its options "
+                              "(leave them out)")
+    preflight.check_writable_folder("--resume", args.resume)
+    return [int(c) for c in saved["run_clients"]]
+
+
 def _preflight(args: argparse.Namespace) -> None:
     """What can be checked without torch (runs/preflight.py), before any handler imports it."""
     from secure_fedgraph.data import DATASETS
@@ -258,6 +342,10 @@ def _preflight(args: argparse.Namespace) -> None:
     _check_data_dir(args)
     if getattr(args, "plan", None) is not None:
         check_plan_name(args.plan)
+    if getattr(args, "crash_at", None) is not None:
+        from secure_fedgraph.protocol.crash_point import CrashPoint
+
+        CrashPoint.parse(args.crash_at)
     if args.command == "server":
         for option in ("join_timeout", "step_timeout", "hello_timeout", "max_message_mb"):
             positive_number(f"--{option.replace('_', '-')}", getattr(args, option))
@@ -265,15 +353,19 @@ def _preflight(args: argparse.Namespace) -> None:
         if args.clients:
             resources.ensure_server_files(args.clients)  # again in the runtime, for a plan's default count
         preflight.check_bindable("--bind", args.bind)
-        preflight.check_writable_folder("--out", args.out)
-        _check_keys(args, server=True, clients=list(range(args.clients)) if args.clients else [])
+        if args.resume:
+            clients = _check_resume(args)
+        else:
+            if args.plan is None or args.out is None:
+                raise ConfigError(f"server: {'--plan' if args.plan is None else '--out'} is required (unless --resume RUN continues a run)")
+            preflight.check_writable_folder("--out", args.out)
+            clients = list(range(args.clients)) if args.clients else []
+        _check_keys(args, server=True, clients=clients)
     elif args.command == "client":
         from secure_fedgraph.clients.ids import parse_ids
-        from secure_fedgraph.protocol.crash_point import CrashPoint
 
         preflight.parse_address("--server", args.server)
-        if args.crash_at is not None:
-            CrashPoint.parse(args.crash_at)
+        positive_number("--reconnect-timeout", args.reconnect_timeout, zero_ok=True)
         resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
         _check_keys(args, server=False, clients=parse_ids(args.ids))
     elif args.command == "demo":
@@ -293,6 +385,9 @@ def _preflight(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from secure_fedgraph.papers import PLAN_NAMES  # the registry alone: no torch
+
+    plans = ", ".join(PLAN_NAMES)
     parser = argparse.ArgumentParser(prog="secure-fedgraph", description="Federated graph learning where the server sees only what threat_model.md allows.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -314,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a paper's plan with every party in this process",
                               description="Run a plan end to end in one process (the in-process transport: the same plan, messages "
                               "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
-    run.add_argument("plan", help="plan name: cnfgnn, fedstgd, fedrel, fedavg-gru, local-gru or fedavg-vector")
+    run.add_argument("plan", help=f"plan name: {plans}")
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
@@ -353,11 +448,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
-    server.add_argument("--plan", required=True, help="plan name: cnfgnn, fedstgd, fedrel, fedavg-gru, local-gru or fedavg-vector")
+    server.add_argument("--plan", default=None, help=f"plan name: {plans} (required unless --resume)")
     server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
-    server.add_argument("--out", required=True, help="run folder: metrics.json and, with --transcript, transcript.bin")
+    server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
+                        "(required unless --resume)")
+    server.add_argument("--resume", default=None, metavar="RUN",
+                        help="go on with the run in folder RUN from its last round boundary (its plan, options and secure-sum "
+                             "configuration; the clients that were still in it reconnect on their own)")
     server.add_argument("--transcript", action="store_true", help="record every message the server received and sent")
     server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for the clients (default 120)")
     server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")
@@ -369,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
                         "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(server)
+    _add_crash_option(server, "this server on entering the N-th (default first) step of STAGE")
     server.set_defaults(handler=_server)
 
     client = commands.add_parser("client", help="host one or many logical clients of a run")
@@ -394,13 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
     client.add_argument("--connect-timeout", type=float, default=60.0,
                         help="seconds to wait for a server that is not listening yet, retrying with backoff (default 60)")
+    client.add_argument("--reconnect-timeout", type=float, default=60.0,
+                        help="seconds to wait, retrying with backoff, for a server that went away mid-run to come back (server "
+                             "--resume); 0: do not wait (default 60)")
     client.add_argument("--session-timeout", type=float, default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
     client.add_argument("--parallel", type=int, default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
-    faults = client.add_argument_group("fault injection (for tests)")
-    faults.add_argument("--crash-at", default=None, metavar="STAGE[@ROUND]",
-                        help="kill this process with SIGKILL, with every client it hosts, on receiving the first request of STAGE "
-                             "(a wire stage name: advertise, share_keys, input, consistency, unmask, deliver, ...) in round ROUND "
-                             "(from 0; default the first round that has it), before answering it: a crash at a chosen step")
+    _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")
@@ -423,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         args.server_ip = ["127.0.0.1"]
     if args.command == "client" and args.backend is None:
         args.backend = ["mask"]
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         _preflight(args)
         return args.handler(args)

@@ -3,8 +3,13 @@
 Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for the plan's
 clients, each authenticated by its certificate; send each a Welcome (the run's configuration
 and the participants' CA-signed certificates); run the plan's server side over the gRPC
-transport; tell the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
+transport, writing ``checkpoint.json`` at each round boundary of a plan that can resume; tell
+the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
 ``transcript.bin``: every message the server received and sent) under the run directory.
+
+With ``resume`` the run goes on from the checkpoint in the run directory: the server waits for
+the clients that were still in the run there, and starts a new session (a new Welcome that
+names the round, new secure-sum keys) in which every plan restarts from its saved state.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
 from secure_fedgraph.runs.resources import EXTRA_STREAMS, ensure_server_files, usage
-from secure_fedgraph.protocol.engine import ServerContext
+from secure_fedgraph.protocol.engine import Resumed, ServerContext
+from secure_fedgraph.protocol.crash_point import CrashPoint, crashing
 from secure_fedgraph.protocol.messages import Ack, Welcome
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
@@ -36,6 +42,8 @@ from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.steps import drive
 from secure_fedgraph.protocol.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, channel_options, make_server_handler
+from secure_fedgraph.server import checkpoint
+from secure_fedgraph.server.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)
@@ -56,16 +64,33 @@ class ServerOptions:
     port_file: Path | None = None
     data_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    resume: bool = False  # go on with the run in ``out`` from its checkpoint (server --resume)
+    crash_at: CrashPoint | None = None  # fault injection: SIGKILL this process on entering that step (restart tests)
+
+
+def run_config(plan: Plan, secure: SecureSumConfig) -> dict[str, Any]:
+    """The run's configuration as the Welcome announces it and a checkpoint records it."""
+    return {"plan": json.loads(plan.config_json()), "secure_sum": config_to_dict(secure), "version": __version__}
 
 
 def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run one plan to completion; return (and write) its metrics."""
+    """Run one plan to completion (or, with ``resume``, from its checkpoint); return (and write) its metrics.
+
+    Raises:
+        ConfigError: missing keys, a busy address, or (resume) no checkpoint of this run.
+        DropoutError: too few clients joined.
+    """
     keys = KeyDirectory(options.keys)
     keys.require(keys.ca, keys.server_cert, keys.server_key)
-    expected = options.plan.client_ids()
-    keys.require(*(keys.client_cert(c) for c in expected))
+    run = run_config(options.plan, options.secure)
+    saved = checkpoint.load(options.out, run=run) if options.resume else None
+    if saved is None:
+        checkpoint.clear(options.out)  # a new run in this folder: an earlier run's checkpoint must not be resumed into it
+    everyone = saved.run_clients if saved is not None else options.plan.client_ids()
+    expected = saved.context["live"] if saved is not None else everyone  # a resumed run waits for who was still in it
+    keys.require(*(keys.client_cert(c) for c in everyone))
     ca = keys.ca.read_bytes()
-    certificates = {c: keys.client_cert(c).read_bytes() for c in expected}
+    certificates = {c: keys.client_cert(c).read_bytes() for c in everyone}
     directory = {}
     for client, pem in certificates.items():
         cert_client, identity = client_of(pem, ca)
@@ -94,8 +119,11 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     host = options.bind.rsplit(":", 1)[0]
     if options.port_file is not None:
         options.port_file.write_text(str(port))
-    say(f"server: {options.plan.name} with the {options.secure.backend.value} backend, listening on {host}:{port} (mutual TLS); waiting for {len(expected)} clients")
+    resuming = f" to resume the run at round {saved.round}" if saved is not None else ""
+    say(f"server: {options.plan.name} with the {options.secure.backend.value} backend, listening on {host}:{port} (mutual TLS); "
+        f"waiting for {len(expected)} clients{resuming}")
     started = time.monotonic()
+    closing = "done"
     process = {"listening": usage().as_dict()}  # open files, threads and memory: a leak shows as "after" above "listening"
     try:
         joined = transport.wait_for_clients(options.join_timeout_s)
@@ -103,25 +131,40 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         process["joined"] = usage().as_dict()
         if len(joined) < max(2, majority(len(expected))):
             raise DropoutError(f"only {len(joined)} of {len(expected)} clients joined within {options.join_timeout_s:g} s")
-        metrics = _run_plan(options, transport, joined, directory, certificates, say, events)
+        metrics = _run_plan(options, transport, joined, directory, certificates, say, events, run=run, saved=saved)
+    except Exception as exc:
+        closing = f"the run failed ({type(exc).__name__}: {exc})"  # clients stop; an interrupted or killed server leaves them waiting to resume
+        raise
     finally:
-        transport.close_all()
+        transport.close_all(closing)
         server.stop(grace=2.0).wait(timeout=5.0)  # the connections are closed once it is set
         if transcript is not None:
             transcript.close()
     metrics["seconds"] = time.monotonic() - started
     metrics["process"] = {**process, "after": usage().as_dict()}
     (options.out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
+    checkpoint.finish(options.out)
     return metrics
 
 
-def _run_plan(options, transport, joined, directory, certificates, say, events) -> dict[str, Any]:
+def _run_plan(options, transport, joined, directory, certificates, say, events, *, run, saved: Checkpoint | None) -> dict[str, Any]:
     session = new_session_id()
     seq = Sequencer(session)
-    role = make_server(options.secure, session=session, directory={c: directory[c] for c in joined}, clients=joined, sequencer=seq)
+    everyone = saved.run_clients if saved is not None else joined  # the clients the run started with: every floor counts them
+    role = make_server(options.secure, session=session, directory={c: directory[c] for c in everyone}, clients=everyone, sequencer=seq)
     rounds = RoundLog(transport.traffic, say)
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=rounds, data=options.plan.load_server_data(options.data_dir))
-    config_json = json.dumps({"plan": json.loads(options.plan.config_json()), "secure_sum": config_to_dict(options.secure), "version": __version__})
+    resumptions = [*saved.resumptions, {"round": saved.round, "clients": len(joined)}] if saved is not None else []
+
+    def write_checkpoint(round_index: int, state: Any) -> None:
+        checkpoint.save(options.out, Checkpoint(run=run, round=round_index, state=state, context=ctx.snapshot(), run_clients=list(everyone),
+                                                plan_clients=len(options.plan.client_ids()), round_log=rounds.rows, resumptions=resumptions))
+
+    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=rounds, data=options.plan.load_server_data(options.data_dir),
+                        resumed=Resumed(saved.round, saved.state) if saved is not None else None, on_checkpoint=write_checkpoint)
+    if saved is not None:
+        ctx.restore(saved.context)
+        rounds.rows.extend(saved.round_log)
+    config_json = json.dumps({**run, "resume": {"round": saved.round}} if saved is not None else run)
     participants = tuple(joined)
     certs = tuple(certificates[c] for c in joined)
 
@@ -132,7 +175,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         yield from ctx.end()
         return metrics
 
-    metrics = drive(whole(), transport)
+    metrics = drive(whole() if options.crash_at is None else crashing(whole(), options.crash_at), transport)
     traffic = transport.traffic
     metrics.update(
         backend=options.secure.backend.value,
@@ -147,6 +190,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events) 
         round_log=rounds.rows,
         events=events + role.log,
         inbox_peak_bytes={str(c): held for c, held in transport.peak_inbox_bytes().items()},  # R-FLOOD: at most queue_depth messages each
+        **({"resumed": resumptions} if resumptions else {}),
         **options.extra,
     )
     for client, reason in sorted(ctx.dropped.items()):

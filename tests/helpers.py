@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from secure_fedgraph.protocol.secure_sum import Adversary, Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.config import MaskPlan
 from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
@@ -50,6 +53,19 @@ def sparse_config(degree: int, **mask_kwargs) -> SecureSumConfig:
     return SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=degree, adversary=NO_COLLUDERS, **mask_kwargs))
 
 
+
+# Runs the command line (its arguments) in a fresh interpreter and reports whether torch got
+# imported: usage errors must come before the heavy imports.
+TORCH_PROBE = textwrap.dedent("""
+    import sys
+    from secure_fedgraph.cli import main
+    try:
+        status = main(sys.argv[1:])
+    except SystemExit as exc:
+        status = exc.code
+    print("torch imported" if "torch" in sys.modules else "torch not imported")
+    sys.exit(status)
+""")
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 
@@ -139,6 +155,18 @@ class ServerThatNeverRekeys(MaskServer):
 
     @_exposed.setter
     def _exposed(self, value):
+        pass
+
+
+class WeakServer(MaskServer):
+    """Announces whatever graph, threshold and survivor floor suits it (a round of two)."""
+
+    weak = MaskPlan(GraphKind.COMPLETE, 1, 2, 2, 1, False)
+
+    def _plan_for(self, n):
+        return dataclasses.replace(self.weak, degree=n - 1, max_dropped=n - 1)
+
+    def _require(self, count, needed, what):
         pass
 
 

@@ -13,7 +13,9 @@ Per sum:
                   chunk ends in check lanes: pseudorandom values in [-clip, clip) from a check
                   key dealt with the CKKS secret (the server never has it), per (round, sum,
                   contributor, chunk).
-  5. CONSISTENCY  every contributor signs the contributor set C of the sum (once per sum).
+  5. CONSISTENCY  every contributor signs the contributor set C of the sum (once per sum); in
+                  a resumed run, not a set other than one an earlier session signed for the
+                  same contribution (signed.py, R-RESUME).
   6. DELIVER      the server adds ciphertexts as they arrive and returns the encrypted sum
                   with the signatures; a client needs a majority of the run's clients to have
                   signed its C, so no two clients decrypt sums over different sets (whose
@@ -315,6 +317,7 @@ class CkksClient(ClientRole):
         self._epoch, self._participants = -1, ()
         self._pending: tuple | None = None  # (sum index, round, spec, clip range, scale bits)
         self._signed: tuple[int, tuple[int, ...]] | None = None  # (sum index, contributor set) this client signed
+        self._digest: bytes | None = None  # of the pending contribution, in runs that can resume (R-RESUME)
 
     def _labels(self, request) -> dict:
         return {"session": self.session, "round": request.header.round, "epoch": self._epoch}
@@ -394,6 +397,7 @@ class CkksClient(ClientRole):
         params = self.config.ckks.params
         clip_range, scale_bits = self.config.ckks.encoding(request.spec, len(self._participants))
         x = self._fresh(request.spec)
+        self._digest = self._digest_of(x)
         checks = self._checks(request.sum_index, request.header.round, clip_range)
         ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits,
                                                check=checks.tagger(self.client_id, params.chunks(request.spec.size)))
@@ -410,6 +414,7 @@ class CkksClient(ClientRole):
             raise ProtocolError(f"client {self.client_id}: contributor set of {len(members)} is below this client's floor of "
                                 f"{self.policy.floor(self.n_run)} (--min-survivors-fraction)")
         index = self._pending[0]
+        self._bind(self._pending[2].name, self._digest, frozenset(members))  # R-RESUME: before anyone may decrypt it
         self._signed = (index, tuple(members))
         return ConsistencyResponse(self._header(request), self.identity.sign(contributor_statement(self.session, request.header.round,
                                                                                                    self._epoch, index, tuple(members))))

@@ -8,6 +8,7 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
+from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 
 
 def _classes(backend: Backend) -> tuple[type[ServerRole], type[ClientRole]]:
@@ -41,6 +42,9 @@ def make_client(
     identity: IdentityKey,
     directory: Mapping[int, bytes],
     policy: ClientPolicy | None = None,
+    signed: SignedContributions | None = None,
 ) -> ClientRole:
-    """A client role; ``policy`` is the client's own minimums (default: accept ``config``)."""
-    return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory, policy=policy)
+    """A client role; ``policy`` is the client's own minimums (default: accept ``config``);
+    ``signed``: its signed contributions from earlier sessions of a resumed run (R-RESUME)."""
+    return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory, policy=policy,
+                                       signed=signed)

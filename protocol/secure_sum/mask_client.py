@@ -16,7 +16,8 @@ Per sum s (any number per epoch, each with its own PRG streams):
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(K_uv, s)
                   [+ if u < v, - if u > v], with a commitment to K_self,s.
   4. CONSISTENCY  sign (view, live set, survivor set): the server cannot show clients
-                  different sets, or different epochs.
+                  different sets, or different epochs; in a resumed run, a contribution an
+                  earlier session signed into another set is refused (signed.py, R-RESUME).
   5. UNMASK       reveal K_self,s (our own, for this sum only) and our shares of dropped
                   neighbours' mask keys, each only after checking t valid signatures on the same
                   sets from the client concerned and its neighbours (see _vouch).
@@ -126,6 +127,7 @@ class _Epoch:
     gave_key_share: set[int] = field(default_factory=set)
     sum_index: int = -1
     spec: SumSpec | None = None
+    digest: bytes | None = None  # of the current sum's contribution, in runs that can resume (R-RESUME)
     encoding: FixedPoint | None = None
     survivors: frozenset[int] | None = None
     statement: bytes = b""
@@ -341,6 +343,9 @@ class MaskClient(ClientRole):
         live = self._check_live(ep, request.live)
         streaming = ep.plan.streams(request.spec)
         x = self._fresh(request.spec)
+        digest = self._digest_of(x)
+        if streaming:  # the input leaves under pairwise masks only: its set is the live set, fixed now
+            self._bind(request.spec.name, digest, live)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))
         _, y[-1] = expected.encode(x, out=y[:-1])
         committed = b""
@@ -351,7 +356,7 @@ class MaskClient(ClientRole):
         for v in sorted(live & ep.graph.of(self.client_id)):
             self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
         self._prg.release()
-        ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming = s, request.spec, expected, live, streaming
+        ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming, ep.digest = s, request.spec, expected, live, streaming, digest
         ep.survivors, ep.verified = None, False
         if streaming:  # inputs under pairwise masks only: exposed now, and no live client's mask key may ever be revealed
             ep.exposed |= live
@@ -368,6 +373,7 @@ class MaskClient(ClientRole):
             raise self._fail("survivor set must be sorted, unique and within the live set")
         if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
             raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
+        self._bind(ep.spec.name, ep.digest, survivors)  # before signing: nothing about it is revealed without that signature
         ep.survivors = survivors
         ep.statement = consistency_statement(**self._labels(ep), view=ep.view, sum_index=ep.sum_index, live=tuple(ep.live),
                                              survivors=request.survivors)

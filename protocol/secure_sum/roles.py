@@ -30,6 +30,7 @@ from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
 from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
@@ -162,7 +163,9 @@ class ClientRole(SecretMaterial, ABC):
 
     ``policy`` is this client's own security minimums (default: accept exactly what ``config``
     asks for, for runs where one user plays every party); ``directory`` lists every client
-    the run started with.
+    the run started with. ``signed``: the contributor sets this client signed its contributions
+    into in earlier sessions of the same run (a resumed run; threat_model.md R-RESUME), shared
+    by its roles of every session; None outside runs that can resume.
     """
 
     backend: Backend
@@ -178,8 +181,10 @@ class ClientRole(SecretMaterial, ABC):
         identity: IdentityKey,
         directory: Mapping[int, bytes],
         policy: ClientPolicy | None = None,
+        signed: SignedContributions | None = None,
     ) -> None:
         self.config = config
+        self.signed = signed
         self.client_id = client_id
         self.session = session
         self.identity = identity
@@ -231,6 +236,18 @@ class ClientRole(SecretMaterial, ABC):
             raise ProtocolError(f"client {self.client_id}: sum {spec.name!r} was abandoned after its contribution could be "
                                 "unmasked; refusing to mask the same contribution again (the plan must supply a fresh one)")
         return x
+
+    # --- contributions of a resumed run (threat_model.md R-RESUME) ----------------------------
+    def _digest_of(self, x: np.ndarray) -> bytes | None:
+        """The digest :meth:`_bind` needs, computed only in runs that can resume."""
+        return None if self.signed is None else _digest(x)
+
+    def _bind(self, name: str, digest: bytes | None, contributors: frozenset[int]) -> None:
+        """Before this client signs ``contributors`` for its contribution to sum ``name`` (and so
+        lets it be unmasked or decrypted): a contribution an earlier session of the run signed
+        into another set is refused (signed.py says why this suffices)."""
+        if self.signed is not None and digest is not None:
+            self.signed.sign(name, digest, frozenset(contributors), session=self.session, client=self.client_id)
 
     def settle(self, request: Any) -> list[str]:
         """Before answering ``request``: a sum with an exposed contribution goes on only with its

@@ -26,6 +26,16 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "fedrel": ("secure_fedgraph.papers.fedrel", "FedRel", None),  # reads a UEA archive (data/uea.py), checked when a client loads it
 }
 PLAN_NAMES = tuple(sorted(REGISTRY))
+# plans whose server and clients save their state at every round boundary (ctx.checkpoint), so
+# `server --resume` can go on with them; every other plan is refused, with its reason if stated here
+RESUMABLE = frozenset({"fedavg-gru", "local-gru", "fedavg-vector"})
+WHY_NOT_RESUMABLE = {
+    "cnfgnn": "its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and the DP "
+              "accountant's release ledger are not saved at round boundaries, and a redone round would upload every window's "
+              "hidden states again with fresh noise (a second DP release)",
+    "fedstgd": "each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are not saved "
+               "at round boundaries",
+}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}
 
 
@@ -33,6 +43,14 @@ def check_plan_name(name: str) -> None:
     """ConfigError naming the known plans, unless ``name`` is one (imports nothing)."""
     if name not in REGISTRY:
         raise ConfigError(f"unknown plan {name!r}; known plans: {', '.join(PLAN_NAMES)}")
+
+
+def check_resumable(name: str) -> None:
+    """ConfigError saying why, unless plan ``name`` can be resumed (imports nothing)."""
+    check_plan_name(name)
+    if name not in RESUMABLE:
+        why = WHY_NOT_RESUMABLE.get(name, "it does not save its state at round boundaries")
+        raise ConfigError(f"plan {name} cannot be resumed: {why}; start the run again")
 
 
 def plan_dataset(name: str) -> str | None:
@@ -60,5 +78,5 @@ def __getattr__(attribute: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
-__all__ = ["PLANS", "PLAN_NAMES", "REGISTRY", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU", "check_plan_name",
-           "plan_class", "plan_dataset"]
+__all__ = ["PLANS", "PLAN_NAMES", "REGISTRY", "RESUMABLE", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU",
+           "check_plan_name", "check_resumable", "plan_class", "plan_dataset"]

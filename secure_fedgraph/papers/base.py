@@ -16,7 +16,13 @@ from secure_fedgraph.protocol.steps import StepGen
 class Plan(ABC):
     """A paper's round structure. ``server`` yields steps (collectives via ``ctx``) and returns
     the run's metrics; ``client`` yields what one logical client waits for. Neither imports a
-    transport, crypto or gRPC."""
+    transport, crypto or gRPC.
+
+    A plan that can resume after the server dies (listed in ``papers.RESUMABLE``) starts both
+    sides from ``ctx.resume_from(fresh_state)`` and calls ``ctx.checkpoint(r, state)`` at the top
+    of every round r, the server before the round's key set-up: ``state`` is all that side needs
+    to go on from round r, and must not depend on anything random that is not derived from the
+    run seed and the round (``server --resume``; ``simulate(..., restart_at=...)`` checks it)."""
 
     name: ClassVar[str]
     Config: ClassVar[type]

@@ -6,7 +6,7 @@ Algorithm (numbers match the comments in the code):
   0. Normalisation: each client contributes the mean and mean square of its training speeds;
      the secure sum gives DCRNN's global training statistics without revealing any sensor's.
   1. The server initialises the GRU (seeded) and broadcasts it.
-  Each round r = 0 .. R-1:
+  Each round r = 0 .. R-1 (steps 0 and 1 belong to round 0):
   2. every client trains locally from the current global model: a fresh Adam, MSE on the
      normalised scale, ``local_epochs`` over its training windows (at most ``max_local_steps``
      batches), decoding from its own predictions (CNFGNN's FedAvg baselines use
@@ -21,6 +21,10 @@ Algorithm (numbers match the comments in the code):
 
 Deviations: normalisation statistics come from a secure sum instead of centralised
 preprocessing (the same numbers, within the encoding error); metrics are unmasked, as CNFGNN's.
+
+Resuming (``server --resume``): at each round boundary the server saves the metrics so far and
+each client keeps its own model and normalisation statistics (they never leave it; with
+``local-gru`` the model is the client's alone), so a resumed run gives the same numbers.
 """
 
 from __future__ import annotations
@@ -97,18 +101,17 @@ class FedAvgGRU(SensorPlan):
 
     def server(self, ctx: ServerContext):
         c = self.config
-        model = self._model()
-        weights = weights_of(model)
+        weights = weights_of(self._model())
         weights_spec = SumSpec.of("weights", weights)
-        with ctx.phase("set-up"):
-            yield from ctx.start_round(0)
-            yield from server_normalisation(ctx)  # 0. normalisation statistics
-            yield from ctx.broadcast("model", weights)  # 1.
-        history = []
-        for r in range(c.rounds):
-            if r:
-                with ctx.phase("set-up"):
-                    yield from ctx.start_round(r)
+        start, saved = ctx.resume_from({"history": []})
+        history = list(saved["history"])
+        for r in range(start, c.rounds):
+            ctx.checkpoint(r, {"history": history})  # the metrics so far: the models are the clients' (resume)
+            with ctx.phase("set-up"):
+                yield from ctx.start_round(r)
+                if r == 0:
+                    yield from server_normalisation(ctx)  # 0. normalisation statistics
+                    yield from ctx.broadcast("model", weights)  # 1.
             if self.averages:
                 with ctx.phase("fedavg"):
                     try:
@@ -126,10 +129,17 @@ class FedAvgGRU(SensorPlan):
 
     def client(self, ctx: ClientContext):
         c = self.config
-        data, mean, std = yield from client_normalisation(ctx, ctx.data)  # 0.
         model = GRUSeq2Seq(hidden_size=c.hidden_size)
-        load_weights(model, (yield ctx.receive("model")))  # 1.
-        for r in range(c.rounds):
+        start, saved = ctx.resume_from(None)
+        if saved is not None:  # a resumed run: this client's own model and statistics at the round it resumes from
+            mean, std = saved["mean"], saved["std"]
+            data = ctx.data.normalised(mean, std)
+            load_weights(model, saved["weights"])
+        for r in range(start, c.rounds):
+            ctx.checkpoint(r, {"mean": mean, "std": std, "weights": weights_of(model)} if r else None)
+            if r == 0:
+                data, mean, std = yield from client_normalisation(ctx, ctx.data)  # 0.
+                load_weights(model, (yield ctx.receive("model")))  # 1.
             x, y, tod = data.sensor("train", 0)
             train_local(model, x, y, tod, rng=ctx.rng("batches", r), epochs=c.local_epochs,
                         max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr)  # 2.

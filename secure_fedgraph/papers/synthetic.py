@@ -1,6 +1,7 @@
 """fedavg-vector: one FedAvg round over a length-L vector, the workload of the peer benchmark
 (shared/research/peer-benchmark.md): the server broadcasts the model, every client returns
-the model plus a seeded update in [-1, 1), and the server averages them with a secure sum."""
+the model plus a seeded update in [-1, 1), and the server averages them with a secure sum.
+A resumed run (``server --resume``) goes on from the model the server saved at the round's start."""
 
 from __future__ import annotations
 
@@ -48,14 +49,15 @@ class FedAvgVector(Plan):
 
     def server(self, ctx: ServerContext):
         c = self.config
-        model = np.zeros(c.length, dtype=np.float32)
         # mask/plain: only the server needs the sum (the next round broadcasts the model), as in
         # Flower's round; ckks: the clients must decrypt it, so it goes to them
         spec = SumSpec("update", (TensorSpec("w", (c.length,)),), server_only=ctx.server_reads_sums)
-        history = []
-        for r in range(c.rounds):
+        start, saved = ctx.resume_from({"history": [], "model": np.zeros(c.length, dtype=np.float32)})
+        model, history = saved["model"], list(saved["history"])
+        for r in range(start, c.rounds):
+            ctx.checkpoint(r, {"history": history, "model": model})
             started = time.perf_counter()
-            if r % c.fresh_keys_every == 0:
+            if r % c.fresh_keys_every == 0 or r == start:  # a resumed run's new session has no keys yet
                 yield from ctx.start_round(r)
             yield from ctx.broadcast("model", {"w": model})
             try:
@@ -74,7 +76,9 @@ class FedAvgVector(Plan):
 
     def client(self, ctx: ClientContext):
         c = self.config
-        for r in range(c.rounds):
+        start, _ = ctx.resume_from(None)
+        for r in range(start, c.rounds):
+            ctx.checkpoint(r, None)  # nothing to keep: the model comes with each round
             model = (yield ctx.receive("model"))["w"]
             rng = np.random.default_rng(derive_seed(c.seed, "client", ctx.client_id, r, "update"))
             update = rng.uniform(-1, 1, c.length).astype(np.float32)

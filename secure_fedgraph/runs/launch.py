@@ -85,9 +85,11 @@ def start_server(
     stdout: int | IO[Any] | None = subprocess.PIPE,
     env: Mapping[str, str] | None = None,
     ready_timeout_s: float = 60.0,
+    port: int = 0,
 ) -> LocalRun:
-    """Start ``secure-fedgraph server`` on a free port of 127.0.0.1 and wait until it listens
-    (it writes the port to a file once bound). ``args`` are the server's other options.
+    """Start ``secure-fedgraph server`` on 127.0.0.1 (``port``, or 0: a free one, e.g. a server
+    resuming a run where its clients wait for it) and wait until it listens (it writes the port
+    to a file once bound). ``args`` are the server's other options.
 
     Raises:
         LaunchError: the server exited or did not listen within ``ready_timeout_s`` (with its output).
@@ -98,7 +100,7 @@ def start_server(
     port_file.unlink(missing_ok=True)
     env = None if env is None else {**os.environ, **env}
     server = subprocess.Popen(
-        command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--certs", str(certs), "--out", str(out), *args),
+        command("server", "--bind", f"127.0.0.1:{port}", "--port-file", str(port_file), "--certs", str(certs), "--out", str(out), *args),
         stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env,
     )
     deadline = time.monotonic() + ready_timeout_s

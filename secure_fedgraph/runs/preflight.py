@@ -42,6 +42,9 @@ def check_bindable(option: str, text: str) -> None:
         return
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
+        # as gRPC's listener does: connections a killed server left in TIME_WAIT do not hold the
+        # port (server --resume on the same port), while another listener still does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:

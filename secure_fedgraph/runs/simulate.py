@@ -3,17 +3,21 @@ simulation, and as the reference the gRPC runtime must agree with."""
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
+from secure_fedgraph.papers import RESUMABLE, check_resumable
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.runs.progress import RoundLog, traffic_summary
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
-from secure_fedgraph.protocol.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine import ClientHost, Resumed, ServerContext
+from secure_fedgraph.protocol.crash_point import CrashPoint, Crashed, crash_by_raising, crashing
+from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
@@ -46,14 +50,18 @@ def simulate(
     record: bool = False,
     say: Callable[[str], None] | None = None,
     policy: ClientPolicy | None = None,
+    restart_at: CrashPoint | None = None,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
     ``drop``: crash point -> clients silent from that request on (protocol/crash_point.py), the
     schedule a run across processes gets from ``client --crash-at``. ``policy``: every
     client's own minimums (default: they accept ``secure``, as one user running every party
-    would)."""
-    return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy)
+    would). ``restart_at``: the server dies on entering that step and the
+    run goes on in a new session from its last checkpoint, every client from the state it kept
+    (what ``server --resume`` does across processes); the result is the resumed session's."""
+    return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
+                     restart_at=restart_at)
 
 
 ONE_PARTY = SecureSumConfig(backend=Backend.PLAIN, min_survivors=1)
@@ -79,36 +87,86 @@ def _one_party_server(config: SecureSumConfig, **kwargs: Any) -> OnePartyServer:
     return OnePartyServer(config, **kwargs)
 
 
+class _Host:
+    """A client host as the gRPC client runtime drives it: after each answer, its memory of the
+    run learns which round the server reached (protocol/resume.py)."""
+
+    def __init__(self, host: ClientHost, memory: RunMemory) -> None:
+        self.host, self.memory = host, memory
+
+    def handle(self, request: Any) -> Any:
+        response = self.host.handle(request)
+        self.memory.server_at(request.header.round)
+        return response
+
+
 def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., ServerRole], *, data_dir, drop=None, intercept=None,
-              record=False, say=None, policy=None) -> SimulationResult:
+              record=False, say=None, policy=None, restart_at: CrashPoint | None = None) -> SimulationResult:
     started = time.perf_counter()
+    if restart_at is not None:
+        check_resumable(plan.name)
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
     directory = {c: k.public_bytes for c, k in identities.items()}
+    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE)
+                for c in ids}
+    server_data = plan.load_server_data(data_dir)
+    checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)
+    session = partial(_session, plan, secure, server_role, identities, memories, server_data, checkpoints, drop=drop, intercept=intercept,
+                      record=record, say=say, policy=policy)
+    saved = None
+    if restart_at is not None:
+        try:
+            session(saved=None, crash_at=restart_at)
+        except Crashed:
+            pass
+        else:
+            raise ConfigError(f"restart_at: the run never reached its crash point {restart_at}")
+        saved = checkpoints[-1]
+    metrics, runner, ctx, role, hosts = session(saved=saved, crash_at=None)
+    metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())},
+                   excluded={str(c): r for c, r in sorted(role.excluded.items())}, abandoned_sums=dict(ctx.abandoned),
+                   key_setup=role.describe())
+    if saved is not None:
+        metrics["resumed"] = [{"round": saved[0], "clients": len(hosts)}]
+    return SimulationResult(metrics, runner.traffic, dict(ctx.dropped), list(role.log), time.perf_counter() - started, hosts, runner.received)
+
+
+def _session(plan, secure, server_role, identities, memories, server_data, checkpoints, *, saved, crash_at, drop, intercept, record, say,
+             policy):
+    """One session of the run: a new session id and keys, the server resumed from ``saved`` (a
+    checkpoint: round, state, context snapshot, round log) and each client from its memory."""
+    directory = {c: k.public_bytes for c, k in identities.items()}
+    ids = sorted(identities)
+    live = ids if saved is None else saved[2]["live"]
+    resume_round = None if saved is None else saved[0]
     session = new_session_id()
     seq = Sequencer(session)
     role = server_role(secure, session=session, directory=directory, clients=ids, sequencer=seq)
-    hosts = {
-        c: ClientHost(
-            role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy),
-            plan=plan.client,
-            context=ClientContext(c, plan.seed, plan.load_client_data(c, data_dir)),
-        )
-        for c in ids
-    }
-    runner = LocalRunner(role, hosts, drop=drop, intercept=intercept, record=record)
+    hosts = {}
+    for c in live:
+        context = memories[c].context(seed=plan.seed, resume_round=resume_round)
+        hosts[c] = ClientHost(role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy,
+                                               signed=memories[c].signed), plan=plan.client, context=context)
+    runner = LocalRunner(role, {c: _Host(h, memories[c]) for c, h in hosts.items()}, drop=drop, intercept=intercept, record=record)
     rounds = RoundLog(runner.traffic, say) if say is not None else None
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=ids, report=rounds, data=plan.load_server_data(data_dir))
+
+    def keep(round_index: int, state: Any) -> None:
+        checkpoints.append((round_index, copy.deepcopy(state), ctx.snapshot(), copy.deepcopy(rounds.rows if rounds else [])))
+
+    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=live, report=rounds, data=server_data,
+                        resumed=None if saved is None else Resumed(saved[0], copy.deepcopy(saved[1])), on_checkpoint=keep)
+    if saved is not None:
+        ctx.restore(saved[2])
+        if rounds is not None:
+            rounds.rows.extend(saved[3])
 
     def whole():
         metrics = yield from plan.server(ctx)
         yield from ctx.end()
         return metrics
 
-    metrics = runner.run(whole())
-    metrics.update(traffic_summary(runner.traffic, ctx), dropped={str(c): r for c, r in sorted(ctx.dropped.items())},
-                   excluded={str(c): r for c, r in sorted(role.excluded.items())}, abandoned_sums=dict(ctx.abandoned),
-                   key_setup=role.describe())
+    metrics = runner.run(whole() if crash_at is None else crashing(whole(), crash_at, crash=crash_by_raising))
     if rounds is not None:
         metrics["round_log"] = rounds.rows
-    return SimulationResult(metrics, runner.traffic, dict(ctx.dropped), list(role.log), time.perf_counter() - started, hosts, runner.received)
+    return metrics, runner, ctx, role, hosts

@@ -163,7 +163,7 @@ class FuzzIdentity:
                     return
                 request = codec.decode(data)
                 if isinstance(request, Welcome):
-                    host = _welcome(self.client, request, ClientOptions(server="", ids=[self.client], keys=self.keys.root),
+                    host, _ = _welcome(self.client, request, ClientOptions(server="", ids=[self.client], keys=self.keys.root),
                                     self.keys, _Shared(self.keys.ca.read_bytes(), threading.BoundedSemaphore(1)), None)
                     honest = codec.encode(Ack(Header(request.header.session, request.header.round, request.header.step,
                                                      request.header.stage, self.client)))

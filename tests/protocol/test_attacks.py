@@ -47,7 +47,7 @@ from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
 from secure_fedgraph.protocol.spec import SumResult
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
-from tests.helpers import NO_COLLUDERS, defence_stops, make_inputs
+from tests.helpers import NO_COLLUDERS, WeakServer, defence_stops, make_inputs
 
 MASK = SecureSumConfig(backend=Backend.MASK)
 SHAPE = {"w": (16,)}
@@ -173,18 +173,6 @@ def test_attack_streaming_redo_after_a_faked_dropout(monkeypatch):
 
 
 # --- B. the server sets the security parameters (M-POLICY) -------------------------------------
-
-
-class WeakServer(MaskServer):
-    """Announces whatever graph, threshold and survivor floor suits it."""
-
-    weak = MaskPlan(GraphKind.COMPLETE, 1, 2, 2, 1, False)
-
-    def _plan_for(self, n):
-        return dataclasses.replace(self.weak, degree=n - 1, max_dropped=n - 1)
-
-    def _require(self, count, needed, what):
-        pass
 
 
 def test_attack_a_round_of_two_with_a_colluder_releases_the_other(monkeypatch):
@@ -830,7 +818,7 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
 
     def attack() -> bool:
         shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))
-        host = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
+        host, _ = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
         return host.role.directory[1] == attacker_key
 
     defence_stops(attack, monkeypatch, pki, "verify_issuer", lambda cert, ca: None)

@@ -7,24 +7,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.runs.launch import command, start_server
-
-# Runs the command line in a fresh interpreter and reports whether torch got imported.
-_PROBE = textwrap.dedent("""
-    import sys
-    from secure_fedgraph.cli import main
-    try:
-        status = main(sys.argv[1:])
-    except SystemExit as exc:
-        status = exc.code
-    print("torch imported" if "torch" in sys.modules else "torch not imported")
-    sys.exit(status)
-""")
+from tests.helpers import TORCH_PROBE as _PROBE
 
 
 def _busy_port() -> socket.socket:
@@ -51,7 +39,7 @@ def keys(tmp_path_factory):
         (["client", "--server", "127.0.0.1:1", "--ids", "0-5", "--certs", "{keys}"], "client-3.pem"),
         (["client", "--server", "127.0.0.1:1", "--ids", "x", "--certs", "{keys}"], "--ids must look like"),
         (["client", "--server", "127.0.0.1:1", "--ids", "0", "--certs", "{keys}", "--crash-at", "unmasked@1"],
-         "--crash-at must be STAGE or STAGE@ROUND with STAGE one of advertise,"),
+         "--crash-at must be STAGE[@ROUND][:N] with STAGE one of advertise,"),
         (["client", "--server", "127.0.0.1:1", "--ids", "0", "--certs", "{keys}", "--crash-at", "unmask@first"],
          "--crash-at 'unmask@first': ROUND must be a round number from 0"),
         (["demo", "--data-dir", "{tmp}"], "metr-la: missing file"),

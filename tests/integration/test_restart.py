@@ -1,0 +1,89 @@
+"""Server restart across real processes (issue 14, item 5): the server process is killed
+mid-round, ``server --resume RUN`` starts on the same port, the same client processes reconnect
+on their own, and the run finishes with the numbers of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from secure_fedgraph.audit import audit_run
+from secure_fedgraph.crypto.pki import init_keys
+from secure_fedgraph.papers import FedAvgGRU
+from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
+from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.runs.launch import start_server
+from secure_fedgraph.runs.simulate import simulate
+
+TINY = {"rounds": 3, "hidden_size": 8, "max_windows": 40, "max_local_steps": 2, "batch_size": 16}
+
+
+def test_a_server_killed_mid_round_resumes_and_the_run_equals_an_uninterrupted_one(tmp_path):
+    """SIGKILL on entering round 1's unmask step (the clients had signed that round's FedAvg sum,
+    so the resumed session asks them for it again, over the same clients); the resumed run
+    finishes every round and its numbers equal an uninterrupted run's bit for bit (mask)."""
+    keys, run = init_keys(tmp_path / "keys", clients=5).root, tmp_path / "run"
+    timeouts = ("--join-timeout", "60", "--step-timeout", "60")
+    plan_options = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    first = start_server(tmp_path / "first", "--plan", "fedavg-gru", "--clients", "5", *plan_options, *timeouts, "--crash-at", "unmask@1",
+                         "--transcript", certs=keys, out=run)
+    audit = ("--transcript", str(tmp_path / "clients"), "--audit")
+    clients = [first.client("0-2", *audit), first.client("3-4", *audit)]
+    second = None
+    try:
+        assert first.server.wait(timeout=240) == -signal.SIGKILL
+        assert json.loads((run / "checkpoint.json").read_text())["round"] == 1
+        second = start_server(tmp_path / "second", "--resume", str(run), *timeouts, "--transcript", certs=keys, out=run, port=first.port)
+        output = second.wait(timeout=240)
+        said = [process.communicate(timeout=60)[0] for process in clients]
+    finally:
+        for launched in (first, second):
+            if launched is not None:
+                launched.stop(grace_s=1.0)
+    assert [process.returncode for process in clients] == [0, 0], said
+    for ids, text in zip(("0-2", "3-4"), said, strict=True):  # once per process, not once per client
+        assert text.count(f"clients {ids}: the server went away; reconnecting for up to 60 s (--reconnect-timeout)") == 1, text
+        assert text.count(f"clients {ids}: the server resumed the run at round 1") == 1, text
+    assert "waiting for 5 clients to resume the run at round 1" in output
+    metrics = json.loads((run / "metrics.json").read_text())
+    uninterrupted = simulate(FedAvgGRU(FedAvgGRUConfig(sensors=5, **TINY)), SecureSumConfig(backend=Backend.MASK)).metrics
+    assert metrics["resumed"] == [{"round": 1, "clients": 5}] and metrics["clients_finished"] == 5 and metrics["dropped"] == {}
+    assert metrics["rounds"] == uninterrupted["rounds"] and len(metrics["rounds"]) == 3
+    assert (metrics["test_rmse"], metrics["test_mae"]) == (uninterrupted["test_rmse"], uninterrupted["test_mae"])
+    assert metrics["elements_by_phase"] == uninterrupted["elements_by_phase"]
+    assert [row["round"] for row in metrics["round_log"]] == [0, 1, 2]
+    assert json.loads((run / "checkpoint.json").read_text())["finished"] is True
+    # the transcripts hold both sessions; every sum the server delivered in either is its contributors' plaintext sum
+    report = audit_run(run / "transcript.bin", sorted((tmp_path / "clients").glob("client-*.bin")))
+    assert report.passed and report.sums >= 2 * 3 + 2, [(c.claim, c.evidence) for c in report.checks]
+
+
+def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
+    """A resumed Welcome reaching a client process that holds nothing of the run (it restarted,
+    or never took part) is refused, and so is a new run reaching one that is in a run."""
+    import dataclasses
+    import threading
+
+    from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
+    from secure_fedgraph.errors import ConfigError, ProtocolError
+    from secure_fedgraph.papers import FedAvgVector
+    from secure_fedgraph.protocol.messages import SERVER, Header, Welcome
+    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.server.runtime import run_config
+
+    keys = init_keys(tmp_path / "keys", clients=3)
+    run = run_config(FedAvgVector(), SecureSumConfig(backend=Backend.MASK))
+    certs = tuple(keys.client_cert(c).read_bytes() for c in range(3))
+    fresh = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), json.dumps(run), (0, 1, 2), certs)
+    resumed = dataclasses.replace(fresh, config_json=json.dumps({**run, "resume": {"round": 0}}))
+    options, shared = ClientOptions(server="x", ids=[0], keys=keys.root), _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))
+    with pytest.raises(ConfigError, match="resumes a run at round 0 that this client process holds nothing of"):
+        _welcome(0, resumed, options, keys, shared, None)
+    host, memory = _welcome(0, fresh, options, keys, shared, None)
+    assert memory.rounds == [0] and host.context.resumed is None  # the plan, started, kept its state as round 0 began
+    with pytest.raises(ProtocolError, match="the server started a new run, but this client is in a run the server left"):
+        _welcome(0, fresh, options, keys, shared, None, memory)
+    again, same = _welcome(0, resumed, options, keys, shared, None, memory)
+    assert same is memory and again.context.resumed.round == 0 and again.role.n_run == 3
