@@ -51,7 +51,7 @@ from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
-from secure_fedgraph.runs.resources import ensure_client_files, usage
+from secure_fedgraph.resources import ensure_client_files, usage
 
 
 class ConnectionFailed(Exception):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from secure_fedgraph import __version__
 from secure_fedgraph.errors import ConfigError, SecureFedGraphError
+from secure_fedgraph.validation import positive, positive_number
 
 
 def _adversary(args: argparse.Namespace):
@@ -68,7 +69,52 @@ def _plan(args: argparse.Namespace):
     return cls(cls.Config(**values))
 
 
+class _Repeatable(argparse.Action):
+    """A repeatable option whose default list the first use replaces (argparse's ``append``
+    would add to it), so defaults are declared once, in the parser."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        current = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, [*([] if current is self.default else current), values])
+
+
+def _checked(kind: type, check):
+    """An argparse type: ``kind(text)`` passing ``check`` (secure_fedgraph.validation's wording),
+    so a bad value is argparse's one-line usage error, exit 2, before anything is imported."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    return parse
+
+
+def _count(minimum: int = 1):
+    """An int >= ``minimum``."""
+    return _checked(int, lambda value: positive("value", value, minimum))
+
+
+def _seconds(*, zero_ok: bool = False):
+    """A finite number > 0 (>= 0 with ``zero_ok``): timeouts, sizes."""
+    return _checked(float, lambda value: positive_number("value", value, zero_ok=zero_ok))
+
+
+def _multiple_of_10(text: str) -> int:
+    value = _count()(text)
+    if value % 10:
+        raise argparse.ArgumentTypeError(f"value must be a positive multiple of 10, got {value}")
+    return value
+
+
 def _add_adversary_options(group) -> None:
+
     """The adversary a party assumes (server: to choose thresholds and graphs; client: to check them)."""
     group.add_argument("--corrupt-fraction", type=float, default=1 / 3,
                        help="fraction of the run's clients that may collude with the server (default 1/3)")
@@ -207,7 +253,7 @@ def _client(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from secure_fedgraph.runs.progress import human_bytes
+    from secure_fedgraph.protocol.progress import human_bytes
     from secure_fedgraph.protocol.secure_sum.config import config_to_dict
     from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 
@@ -274,12 +320,6 @@ def _sum_demo(args: argparse.Namespace) -> int:
     from secure_fedgraph.protocol.secure_sum import Backend
     from secure_fedgraph.runs.secure_sum_demo import DemoConfig, run
 
-    if args.size < 10 or args.size % 10:
-        raise ConfigError("--size must be a positive multiple of 10")
-    if args.clients < 2:
-        raise ConfigError("--clients must be at least 2")
-    if not args.no_drop and not 0 <= args.drop < args.clients:
-        raise ConfigError(f"--drop must be a client id in [0, {args.clients})")
     config = DemoConfig(clients=args.clients, backend=Backend(args.backend), size=args.size, drop=None if args.no_drop else args.drop, seed=args.seed)
     return 0 if run(config) else 1
 
@@ -336,8 +376,8 @@ def _preflight(args: argparse.Namespace) -> None:
     """What can be checked without torch (runs/preflight.py), before any handler imports it."""
     from secure_fedgraph.data import DATASETS
     from secure_fedgraph.papers import check_plan_name, plan_dataset
-    from secure_fedgraph.runs import preflight, resources
-    from secure_fedgraph.validation import positive, positive_number
+    from secure_fedgraph import resources
+    from secure_fedgraph.runs import preflight
 
     _check_data_dir(args)
     if getattr(args, "plan", None) is not None:
@@ -347,9 +387,6 @@ def _preflight(args: argparse.Namespace) -> None:
 
         CrashPoint.parse(args.crash_at)
     if args.command == "server":
-        for option in ("join_timeout", "step_timeout", "hello_timeout", "max_message_mb"):
-            positive_number(f"--{option.replace('_', '-')}", getattr(args, option))
-        positive("--queue-depth", args.queue_depth)
         if args.clients:
             resources.ensure_server_files(args.clients)  # again in the runtime, for a plan's default count
         preflight.check_bindable("--bind", args.bind)
@@ -365,7 +402,6 @@ def _preflight(args: argparse.Namespace) -> None:
         from secure_fedgraph.clients.ids import parse_ids
 
         preflight.parse_address("--server", args.server)
-        positive_number("--reconnect-timeout", args.reconnect_timeout, zero_ok=True)
         resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
         _check_keys(args, server=False, clients=parse_ids(args.ids))
     elif args.command == "demo":
@@ -380,6 +416,9 @@ def _preflight(args: argparse.Namespace) -> None:
     elif args.command == "compare":
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
+    elif args.command == "sum-demo":
+        if not args.no_drop and not 0 <= args.drop < args.clients:
+            raise ConfigError(f"--drop must be a client id in [0, {args.clients}), or --no-drop")
     elif args.command == "keys":
         preflight.check_writable_folder("keys init DIR", args.dir)
 
@@ -397,10 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
                                "secure FedAvg of per-sensor GRU forecasters on the first week of METR-LA (one client per sensor), and "
                                "check from the run's transcripts that the server saw only masked uploads and that the aggregates equal "
                                "the plaintext sums. Exit status 1 if a check fails.")
-    demo.add_argument("--clients", type=int, default=207, help="sensors, one client each (default all 207)")
-    demo.add_argument("--processes", type=int, default=3, help="client processes to spread them over (default 3)")
-    demo.add_argument("--rounds", type=int, default=3, help="FedAvg rounds (default 3)")
-    demo.add_argument("--local-steps", type=int, default=2, help="local Adam steps per round and client (default 2)")
+    demo.add_argument("--clients", type=_count(2), default=207, help="sensors, one client each (default all 207)")
+    demo.add_argument("--processes", type=_count(), default=3, help="client processes to spread them over (default 3)")
+    demo.add_argument("--rounds", type=_count(), default=3, help="FedAvg rounds (default 3)")
+    demo.add_argument("--local-steps", type=_count(), default=2, help="local Adam steps per round and client (default 2)")
     demo.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend (default mask)")
     demo.add_argument("--data-dir", default=None, help="read METR-LA from DIR/metr-la instead of the packaged week")
     demo.add_argument("--keep", default=None, metavar="DIR", help="keep keys, transcripts and metrics in DIR (default: a temporary folder)")
@@ -441,9 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     keys_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="SUBCOMMAND")
     init = keys_commands.add_parser("init", help="a CA, a server certificate, and per client a certificate and Ed25519 identity key")
     init.add_argument("dir", help="folder to write into")
-    init.add_argument("--clients", type=int, required=True, help="number of clients (ids 0..N-1)")
-    init.add_argument("--server-name", action="append", default=None, help="DNS name in the server certificate (repeatable; default localhost)")
-    init.add_argument("--server-ip", action="append", default=None, help="IP address in the server certificate (repeatable; default 127.0.0.1)")
+    init.add_argument("--clients", type=_count(), required=True, help="number of clients (ids 0..N-1)")
+    init.add_argument("--server-name", action=_Repeatable, default=["localhost"], help="DNS name in the server certificate (repeatable; default localhost)")
+    init.add_argument("--server-ip", action=_Repeatable, default=["127.0.0.1"], help="IP address in the server certificate (repeatable; default 127.0.0.1)")
     init.set_defaults(handler=_keys_init)
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
@@ -458,11 +497,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="go on with the run in folder RUN from its last round boundary (its plan, options and secure-sum "
                              "configuration; the clients that were still in it reconnect on their own)")
     server.add_argument("--transcript", action="store_true", help="record every message the server received and sent")
-    server.add_argument("--join-timeout", type=float, default=120.0, help="seconds to wait for the clients (default 120)")
-    server.add_argument("--step-timeout", type=float, default=120.0, help="seconds to wait for answers to each step (default 120)")
-    server.add_argument("--max-message-mb", type=float, default=256.0, help="largest message accepted, MiB (default 256)")
-    server.add_argument("--hello-timeout", type=float, default=10.0, help="seconds a new stream has to send its Hello (default 10)")
-    server.add_argument("--queue-depth", type=int, default=1,
+    server.add_argument("--join-timeout", type=_seconds(), default=120.0, help="seconds to wait for the clients (default 120)")
+    server.add_argument("--step-timeout", type=_seconds(), default=120.0, help="seconds to wait for answers to each step (default 120)")
+    server.add_argument("--max-message-mb", type=_seconds(), default=256.0, help="largest message accepted, MiB (default 256)")
+    server.add_argument("--hello-timeout", type=_seconds(), default=10.0, help="seconds a new stream has to send its Hello (default 10)")
+    server.add_argument("--queue-depth", type=_count(), default=1,
                         help="messages a connection may have waiting before gRPC flow control holds its sender back (default 1)")
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
     server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
@@ -477,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--certs", required=True, help="folder with ca.pem and clients/client-<id>.{pem,key,identity}")
     client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     policy = client.add_argument_group("security policy (what these clients accept, whatever the server announces; threat_model.md M-POLICY)")
-    policy.add_argument("--backend", action="append", choices=["plain", "mask", "ckks"], default=None,
+    policy.add_argument("--backend", action=_Repeatable, choices=["plain", "mask", "ckks"], default=["mask"],
                         help="backends these clients accept (repeatable; default mask only: ckks gives every input to one colluding "
                              "client, plain to the server)")
     policy.add_argument("--no-streaming", action="store_true",
@@ -492,20 +531,20 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
-    client.add_argument("--connect-timeout", type=float, default=60.0,
+    client.add_argument("--connect-timeout", type=_seconds(), default=60.0,
                         help="seconds to wait for a server that is not listening yet, retrying with backoff (default 60)")
-    client.add_argument("--reconnect-timeout", type=float, default=60.0,
+    client.add_argument("--reconnect-timeout", type=_seconds(zero_ok=True), default=60.0,
                         help="seconds to wait, retrying with backoff, for a server that went away mid-run to come back (server "
                              "--resume); 0: do not wait (default 60)")
-    client.add_argument("--session-timeout", type=float, default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
-    client.add_argument("--parallel", type=int, default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
+    client.add_argument("--session-timeout", type=_seconds(), default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
+    client.add_argument("--parallel", type=_count(), default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")
-    sum_demo.add_argument("--clients", type=int, default=8, help="number of clients (at least 2)")
+    sum_demo.add_argument("--clients", type=_count(2), default=8, help="number of clients (at least 2)")
     sum_demo.add_argument("--backend", choices=["plain", "mask", "ckks"], default="mask", help="secure-sum backend (default mask)")
-    sum_demo.add_argument("--size", type=int, default=10_000, help="values per client, a multiple of 10 (default 10000)")
+    sum_demo.add_argument("--size", type=_multiple_of_10, default=10_000, help="values per client, a multiple of 10 (default 10000)")
     sum_demo.add_argument("--drop", type=int, default=2, help="id of the client that drops before its input (default 2)")
     sum_demo.add_argument("--no-drop", action="store_true", help="run with no dropout")
     sum_demo.add_argument("--seed", type=int, default=0, help="seed of the synthetic inputs (default 0)")
@@ -516,12 +555,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "server_name", 1) is None:
-        args.server_name = ["localhost"]
-    if getattr(args, "server_ip", 1) is None:
-        args.server_ip = ["127.0.0.1"]
-    if args.command == "client" and args.backend is None:
-        args.backend = ["mask"]
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         _preflight(args)

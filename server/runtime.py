@@ -28,8 +28,8 @@ from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.runs.progress import RoundLog, traffic_summary
-from secure_fedgraph.runs.resources import EXTRA_STREAMS, ensure_server_files, usage
+from secure_fedgraph.protocol.progress import RoundLog, traffic_summary
+from secure_fedgraph.resources import EXTRA_STREAMS, ensure_server_files, usage
 from secure_fedgraph.protocol.engine import Resumed, ServerContext
 from secure_fedgraph.protocol.crash_point import CrashPoint, crashing
 from secure_fedgraph.protocol.messages import Ack, Welcome

@@ -35,8 +35,11 @@ def test_console_script_runs_as_a_module():
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["sum-demo", "--clients", "1"], "--clients must be at least 2"),
-        (["sum-demo", "--size", "15"], "--size must be a positive multiple of 10"),
+        (["sum-demo", "--clients", "1"], "argument --clients: value must be an int >= 2, got 1"),
+        (["sum-demo", "--size", "15"], "argument --size: value must be a positive multiple of 10, got 15"),
+        (["sum-demo", "--size", "ten"], "argument --size: expected an integer, got 'ten'"),
+        (["client", "--server", "h:1", "--ids", "0", "--certs", ".", "--reconnect-timeout", "-1"], "argument --reconnect-timeout: value must be a finite number >= 0"),
+        (["keys", "init", "{tmp}", "--clients", "0"], "argument --clients: value must be an int >= 1, got 0"),
         (["sum-demo", "--drop", "9"], "--drop must be a client id"),
         (["sum-demo", "--backend", "rot13"], "invalid choice"),
         (["run", "nope", "--out", "{tmp}"], "unknown plan 'nope'"),
@@ -94,3 +97,16 @@ def test_run_fedstgd_writes_errors_and_cost_and_parses_boolean_options(tmp_path,
     assert "one party" in capsys.readouterr().out
     central = json.loads((tmp_path / "central" / "metrics.json").read_text())
     assert central["clients"] == 1 and central["test_rmse"] > 0 and central["config"]["config"]["adjacency"] == "exact"
+
+
+def test_repeatable_options_replace_their_defaults(tmp_path):
+    """A repeated option's default is declared once, in the parser: the first use replaces it."""
+    from secure_fedgraph.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["keys", "init", "k", "--clients", "1"]).server_name == ["localhost"]
+    assert parser.parse_args(["keys", "init", "k", "--clients", "1", "--server-name", "a", "--server-name", "b"]).server_name == ["a", "b"]
+    client = ["client", "--server", "h:1", "--ids", "0", "--certs", "."]
+    assert parser.parse_args(client).backend == ["mask"]
+    assert parser.parse_args([*client, "--backend", "ckks"]).backend == ["ckks"]
+    assert parser.parse_args(client).backend == ["mask"]  # the default list was not mutated by the use before

@@ -1,7 +1,8 @@
 """Imports point one way (issue 13): the lower rooms never import the higher ones, so a reader
 of data/, models/ or training/ needs nothing from the protocol or the plans, the mask
 server role needs nothing from the client role, and the secure-sum backends and the transports
-know nothing of each other (protocol/local.py wires them together)."""
+know nothing of each other (protocol/local.py wires them together). FORBIDDEN is README's
+"Layout" section written as code: change both together."""
 
 from __future__ import annotations
 
@@ -15,19 +16,33 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "secure_fedgraph"
 
 # folder (relative to the repository root) -> module prefixes it must not import
+_RUNTIMES = ("secure_fedgraph.server", "secure_fedgraph.clients", "secure_fedgraph.runs", "secure_fedgraph.cli")
 FORBIDDEN = {
-    "secure_fedgraph/data": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.models"),
-    "secure_fedgraph/models": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.data"),
-    "secure_fedgraph/training": ("secure_fedgraph.papers", "secure_fedgraph.protocol"),
-    "secure_fedgraph/crypto": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training"),
-    "secure_fedgraph/papers": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.secure_sum",
-                               "secure_fedgraph.crypto", "secure_fedgraph.server", "secure_fedgraph.clients"),
-    "protocol": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.papers", "secure_fedgraph.server", "secure_fedgraph.clients"),
+    "secure_fedgraph/crypto": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.models",
+                               "secure_fedgraph.data", "secure_fedgraph.privacy", *_RUNTIMES),
+    "secure_fedgraph/data": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.models",
+                             "secure_fedgraph.crypto", "secure_fedgraph.privacy", *_RUNTIMES),
+    "secure_fedgraph/models": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.data",
+                               "secure_fedgraph.crypto", "secure_fedgraph.privacy", *_RUNTIMES),
+    "secure_fedgraph/privacy": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.models",
+                                "secure_fedgraph.data", *_RUNTIMES),
+    "secure_fedgraph/training": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.crypto", *_RUNTIMES),
+    "secure_fedgraph/papers": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.secure_sum", "secure_fedgraph.crypto", *_RUNTIMES),
+    "secure_fedgraph/runs": ("secure_fedgraph.cli",),
+    "secure_fedgraph/errors.py": ("secure_fedgraph",),
+    "secure_fedgraph/seeds.py": ("secure_fedgraph",),
+    "secure_fedgraph/validation.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",
+                                      "secure_fedgraph.privacy", "secure_fedgraph.protocol", "secure_fedgraph.training", *_RUNTIMES),
+    "secure_fedgraph/resources.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",
+                                     "secure_fedgraph.privacy", "secure_fedgraph.protocol", "secure_fedgraph.training", *_RUNTIMES),
+    "protocol": ("secure_fedgraph.papers", *_RUNTIMES),
     "protocol/secure_sum": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
                             "secure_fedgraph.protocol.local", "secure_fedgraph.papers", "secure_fedgraph.training"),
     "protocol/secure_sum/mask_server.py": ("secure_fedgraph.protocol.secure_sum.mask_client",),
     "protocol/transports": ("secure_fedgraph.protocol.secure_sum", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
                             "secure_fedgraph.crypto", "secure_fedgraph.papers", "secure_fedgraph.training"),
+    "server": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.clients"),
+    "clients": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.server"),
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers import RESUMABLE, check_resumable
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.runs.progress import RoundLog, traffic_summary
+from secure_fedgraph.protocol.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine import ClientHost, Resumed, ServerContext
 from secure_fedgraph.protocol.crash_point import CrashPoint, Crashed, crash_by_raising, crashing
 from secure_fedgraph.protocol.resume import RunMemory

@@ -14,7 +14,7 @@ import pytest
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.runs.launch import command
-from secure_fedgraph.runs.resources import RESERVED_FILES, ensure_client_files, ensure_open_files, usage
+from secure_fedgraph.resources import RESERVED_FILES, ensure_client_files, ensure_open_files, usage
 
 
 @pytest.fixture
