@@ -14,6 +14,14 @@ from secure_fedgraph.errors import ConfigError, SecureFedGraphError
 from secure_fedgraph.validation import positive, positive_number
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command's --help (argparse prints the
+    whole usage block first, which for ``run`` or ``server`` is a screenful above the error)."""
+
+    def error(self, message: str):  # argparse's hook: it must not return
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _adversary(args: argparse.Namespace):
     from secure_fedgraph.protocol.secure_sum import Adversary, Threat
 
@@ -101,8 +109,8 @@ def _count(minimum: int = 1):
     return _checked(int, lambda value: positive("value", value, minimum))
 
 
-def _seconds(*, zero_ok: bool = False):
-    """A finite number > 0 (>= 0 with ``zero_ok``): timeouts, sizes."""
+def _positive_number(*, zero_ok: bool = False):
+    """A finite number > 0 (>= 0 with ``zero_ok``): timeouts, sizes, noise multipliers."""
     return _checked(float, lambda value: positive_number("value", value, zero_ok=zero_ok))
 
 
@@ -427,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     from secure_fedgraph.papers import PLAN_NAMES  # the registry alone: no torch
 
     plans = ", ".join(PLAN_NAMES)
-    parser = argparse.ArgumentParser(prog="secure-fedgraph", description="Federated graph learning where the server sees only what threat_model.md allows.")
+    parser = _OneLineParser(prog="secure-fedgraph", description="Federated graph learning where the server sees only what threat_model.md allows.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -450,10 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "and numbers as across processes), print progress per round and write RUN_DIR/metrics.json.")
     run.add_argument("plan", help=f"plan name: {plans}")
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
-    run.add_argument("--rounds", type=int, default=None, help="global rounds (the plan's default otherwise)")
-    run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
-    run.add_argument("--dp-sigma", type=float, default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
-    run.add_argument("--dp-clip", type=float, default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--rounds", type=_count(), default=None, help="global rounds (the plan's default otherwise)")
+    run.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
+    run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
+    run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
@@ -465,13 +473,13 @@ def build_parser() -> argparse.ArgumentParser:
                                   "and comparison.json. Methods: gru-centralised, gru+gn-centralised, local-gru, fedavg-gru, cnfgnn "
                                   "(Table 7, the default) and cnfgnn-at, cnfgnn-sl, cnfgnn-sl+fedavg (Table 10).")
     compare.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for comparison.md and comparison.json")
-    compare.add_argument("--epochs", type=int, default=3, help="passes over the training windows per method (default 3)")
+    compare.add_argument("--epochs", type=_count(), default=3, help="passes over the training windows per method (default 3)")
     compare.add_argument("--methods", default=None, help="comma-separated method names, or 'all' (default: Table 7's five)")
     compare.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend of the federated methods (default mask)")
     compare.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                          help="device of the centralised baselines and of CNFGNN's server GN (auto: CUDA when available)")
-    compare.add_argument("--sensors", type=int, default=None, help="only the first N sensors and their subgraph (default all 207)")
-    compare.add_argument("--max-windows", type=int, default=None, help="at most this many windows per split (default all; for quick looks)")
+    compare.add_argument("--sensors", type=_count(), default=None, help="only the first N sensors and their subgraph (default all 207)")
+    compare.add_argument("--max-windows", type=_count(), default=None, help="at most this many windows per split (default all; for quick looks)")
     compare.add_argument("--seed", type=int, default=0, help="run seed of every method (default 0)")
     compare.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
     compare.set_defaults(handler=_compare)
@@ -488,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
     server.add_argument("--plan", default=None, help=f"plan name: {plans} (required unless --resume)")
-    server.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
+    server.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
     server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
@@ -497,10 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="go on with the run in folder RUN from its last round boundary (its plan, options and secure-sum "
                              "configuration; the clients that were still in it reconnect on their own)")
     server.add_argument("--transcript", action="store_true", help="record every message the server received and sent")
-    server.add_argument("--join-timeout", type=_seconds(), default=120.0, help="seconds to wait for the clients (default 120)")
-    server.add_argument("--step-timeout", type=_seconds(), default=120.0, help="seconds to wait for answers to each step (default 120)")
-    server.add_argument("--max-message-mb", type=_seconds(), default=256.0, help="largest message accepted, MiB (default 256)")
-    server.add_argument("--hello-timeout", type=_seconds(), default=10.0, help="seconds a new stream has to send its Hello (default 10)")
+    server.add_argument("--join-timeout", type=_positive_number(), default=120.0, help="seconds to wait for the clients (default 120)")
+    server.add_argument("--step-timeout", type=_positive_number(), default=120.0, help="seconds to wait for answers to each step (default 120)")
+    server.add_argument("--max-message-mb", type=_positive_number(), default=256.0, help="largest message accepted, MiB (default 256)")
+    server.add_argument("--hello-timeout", type=_positive_number(), default=10.0, help="seconds a new stream has to send its Hello (default 10)")
     server.add_argument("--queue-depth", type=_count(), default=1,
                         help="messages a connection may have waiting before gRPC flow control holds its sender back (default 1)")
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
@@ -531,12 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
     client.add_argument("--server-name", default="localhost", help="name to expect in the server's certificate (default localhost)")
-    client.add_argument("--connect-timeout", type=_seconds(), default=60.0,
+    client.add_argument("--connect-timeout", type=_positive_number(), default=60.0,
                         help="seconds to wait for a server that is not listening yet, retrying with backoff (default 60)")
-    client.add_argument("--reconnect-timeout", type=_seconds(zero_ok=True), default=60.0,
+    client.add_argument("--reconnect-timeout", type=_positive_number(zero_ok=True), default=60.0,
                         help="seconds to wait, retrying with backoff, for a server that went away mid-run to come back (server "
                              "--resume); 0: do not wait (default 60)")
-    client.add_argument("--session-timeout", type=_seconds(), default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
+    client.add_argument("--session-timeout", type=_positive_number(), default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
     client.add_argument("--parallel", type=_count(), default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
