@@ -28,7 +28,7 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
 PLAN_NAMES = tuple(sorted(REGISTRY))
 # plans whose server and clients save their state at every round boundary (ctx.checkpoint), so
 # `server --resume` can go on with them; every other plan is refused, with its reason if stated here
-RESUMABLE = frozenset({"fedavg-gru", "local-gru", "fedavg-vector"})
+RESUMABLE = frozenset({"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"})
 WHY_NOT_RESUMABLE = {
     "cnfgnn": "its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and the DP "
               "accountant's release ledger are not saved at round boundaries, and a redone round would upload every window's "

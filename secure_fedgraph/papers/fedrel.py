@@ -33,6 +33,10 @@ Algorithm (numbers match the comments in the code; "line n" is Algorithm 1's):
   5. Every participant evaluates the global model on its test cases; a secure sum of their
      confusion matrices, released, gives accuracy and macro-F1 of the whole test set.
 
+The run resumes after a server restart (``server --resume``): at each round boundary the server
+checkpoints the metrics so far, and each participant keeps its model, Adam state, dropout
+generator, normalised cases, d_k and d_tilde in its own memory.
+
 The server learns d_tilde and the two sums with mask (the clients' sums with ckks: nothing, not
 even those; threat_model.md FR-SUMS), never a d_hat_k, e_k, r_k or Theta_k.
 
@@ -262,19 +266,19 @@ class FedRel(Plan):
     def server(self, ctx: ServerContext):
         c = self.config
         sums = FedRelSums(c)
-        with ctx.phase("set-up"):
-            yield from ctx.start_round(0)
-            yield from ctx.secure_sum(sums.normalisation)  # 0.
-            weights = initial_weights(c)
-            yield from ctx.broadcast("model", {f"{part}/{k}": v for part in ("model", "vae") for k, v in weights[part].items()})  # line 1
-            if c.relevance:
-                for _ in range(c.vae_rounds):  # 1.
-                    yield from self._abandonable(ctx, sums.vae)
-        history, clipped = [], 0
-        for r in range(c.rounds):
-            if r:
-                with ctx.phase("set-up"):
-                    yield from ctx.start_round(r)
+        start, saved = ctx.resume_from({"history": [], "clipped": 0})
+        history, clipped = list(saved["history"]), saved["clipped"]
+        for r in range(start, c.rounds):
+            ctx.checkpoint(r, {"history": history, "clipped": clipped})  # the metrics so far: the models are the participants'
+            with ctx.phase("set-up"):
+                yield from ctx.start_round(r)
+                if r == 0:
+                    yield from ctx.secure_sum(sums.normalisation)  # 0.
+                    weights = initial_weights(c)
+                    yield from ctx.broadcast("model", {f"{part}/{k}": v for part in ("model", "vae") for k, v in weights[part].items()})  # line 1
+                    if c.relevance:
+                        for _ in range(c.vae_rounds):  # 1.
+                            yield from self._abandonable(ctx, sums.vae)
             with ctx.phase("aggregation"):  # 2. happens at the participants; 3.-4.
                 try:
                     for spec in sums.per_round():
@@ -307,23 +311,23 @@ class FedRel(Plan):
     def client(self, ctx: ClientContext):
         c = self.config
         data: ClientData = ctx.data
-        moments = (yield ctx.secure_sum("normalisation", data.training_sums())).values  # 0.
-        mean = moments["sum"] / moments["count"][0]
-        std = np.sqrt(np.maximum(moments["sum_sq"] / moments["count"][0] - mean**2, 1e-12))
-        z = lambda x: ((x - mean[None, :, None]) / std[None, :, None]).astype(np.float32)  # noqa: E731
-        train_x, test_x = z(data.train_x), z(data.test_x)
-        received = yield ctx.receive("model")  # line 1
-        model, vae = build_model(c), build_vae(c)
-        load_weights(model, {k[len("model/"):]: v for k, v in received.items() if k.startswith("model/")})
-        load_weights(vae, {k[len("vae/"):]: v for k, v in received.items() if k.startswith("vae/")})
+        model = build_model(c)
         dropout = torch.Generator().manual_seed(derive_seed(c.seed, "client", ctx.client_id, "dropout"))
         use_generator(model, dropout)
-        d_k = None
-        if c.relevance:  # 1.
-            d_k = yield from self._train_vae(ctx, vae, train_x)
         optimiser = torch.optim.Adam(model.parameters(), lr=c.lr)
-        d_tilde = None
-        for r in range(c.rounds):
+        start, saved = ctx.resume_from(None)
+        if saved is not None:  # a resumed run: this participant's own state at the round it resumes from
+            train_x, test_x, d_k, d_tilde = saved["train_x"], saved["test_x"], saved["d_k"], saved["d_tilde"]
+            load_weights(model, saved["weights"])
+            optimiser.load_state_dict(saved["optimiser"])
+            dropout.set_state(saved["dropout"])
+        for r in range(start, c.rounds):
+            if r:
+                ctx.checkpoint(r, {"train_x": train_x, "test_x": test_x, "d_k": d_k, "d_tilde": d_tilde, "weights": weights_of(model),
+                                   "optimiser": optimiser.state_dict(), "dropout": dropout.get_state()})
+            else:
+                train_x, test_x, d_k = yield from self._set_up(ctx, model)  # 0.-1.
+                d_tilde = None
             model.train()
             for step in range(c.local_steps):  # 2. lines 14-18
                 x, y = _batch(train_x, data.train_y, ctx.rng("batch", r, step), c.batch_size)
@@ -348,6 +352,23 @@ class FedRel(Plan):
                 pass  # the server gave this round's aggregation up: keep the local model
             if r % c.eval_every == 0 or r == c.rounds - 1:
                 yield from report_errors(ctx, "test", {"confusion": self._confusion(model["diig"], test_x, data.test_y)})  # 5.
+
+    def _set_up(self, ctx: ClientContext, model: nn.Module):
+        """Steps 0-1: z-scores from the secure sum of the participants' moments, the initial
+        weights (line 1) and, for relevance, d_k from the federated VAE. Returns the normalised
+        training and test cases and d_k (None for uniform aggregation)."""
+        c, data = self.config, ctx.data
+        moments = (yield ctx.secure_sum("normalisation", data.training_sums())).values  # 0.
+        mean = moments["sum"] / moments["count"][0]
+        std = np.sqrt(np.maximum(moments["sum_sq"] / moments["count"][0] - mean**2, 1e-12))
+        z = lambda x: ((x - mean[None, :, None]) / std[None, :, None]).astype(np.float32)  # noqa: E731
+        received = yield ctx.receive("model")  # line 1
+        vae = build_vae(c)
+        load_weights(model, {k[len("model/"):]: v for k, v in received.items() if k.startswith("model/")})
+        load_weights(vae, {k[len("vae/"):]: v for k, v in received.items() if k.startswith("vae/")})
+        train_x = z(data.train_x)
+        d_k = (yield from self._train_vae(ctx, vae, train_x)) if c.relevance else None  # 1.
+        return train_x, z(data.test_x), d_k
 
     def _train_vae(self, ctx: ClientContext, vae: DistributionVAE, train_x: np.ndarray):
         """Step 1: the VAE, pre-trained by secure FedAvg; returns d_k (eq. 17) as a tensor."""
