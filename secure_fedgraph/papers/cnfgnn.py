@@ -39,6 +39,7 @@ torch thread: the hosts that run it (ClientHost, the server's step driver) hold 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from secure_fedgraph.papers.traffic import (
     released_errors,
     report_errors,
     server_normalisation,
+    sensor_windows,
 )
 from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
@@ -69,6 +71,8 @@ from secure_fedgraph.training.metrics import rmse_mae
 from secure_fedgraph.validation import positive, positive_number
 
 VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
+DP_UNITS = ("window", "reading", "sensor")
+STEPS_IN = 12  # input steps of a window: h_c,i depends on these only
 SPLITS = ("train", "val", "test")
 WINDOW_COUNTS = SumSpec("window_counts", (TensorSpec("windows", (len(SPLITS),)),))
 
@@ -92,6 +96,11 @@ class CNFGNNConfig:
         max_local_steps / max_server_batches / max_windows: caps for small runs (None: none).
         dp_sigma: noise multiplier on uploaded h_c,i (0: no DP); dp_clip: per-row L2 bound;
         dp_delta: the delta epsilon is reported at.
+        dp_unit: what the reported epsilon protects: "window" (one window's 12 input steps),
+            "reading" (one speed reading: it sits in up to 12 windows' inputs, and pays for
+            each), or "sensor" (every reading of the client over the run).
+        window_stride: a window every ``window_stride`` steps (1, DCRNN's; 12 makes the input
+            windows disjoint, so a reading costs what a window costs, with 1/12 of the windows).
         seed: run seed (initial models, batch orders).
         server_device: where the server runs the GN: "cpu" (default, reproducible), "cuda" or
             "auto" (CUDA when present). Clients always compute on CPU.
@@ -117,6 +126,8 @@ class CNFGNNConfig:
     dp_sigma: float = 0.0
     dp_clip: float = 2.0
     dp_delta: float = 1e-5
+    dp_unit: str = "window"
+    window_stride: int = 1
     seed: int = 0
     server_device: str = "cpu"
 
@@ -125,6 +136,9 @@ class CNFGNNConfig:
         check_device("server_device", self.server_device)
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.dp_unit not in DP_UNITS:
+            raise ConfigError(f"dp_unit must be one of {DP_UNITS}, got {self.dp_unit!r}")
+        positive("window_stride", self.window_stride)
         for name in ("rounds", "hidden_size", "client_rounds", "server_rounds", "batch_size", "server_batch_size", "gn_layers", "gn_hidden", "gn_update"):
             positive(name, getattr(self, name))
         positive("cl_decay_steps", self.cl_decay_steps, 0)
@@ -202,6 +216,40 @@ class CNFGNN(SensorPlan):
         """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
+    @property
+    def window_stride(self) -> int:
+        return self.config.window_stride
+
+    def privacy_unit(self) -> privacy.Unit:
+        """The member the reported epsilon protects (``dp_unit``): a member sitting in k rows of
+        one upload pays for k releases (privacy/analysis/units.py)."""
+        unit, stride = self.config.dp_unit, self.config.window_stride
+        if unit == "window":
+            return privacy.WINDOW
+        if unit == "reading":
+            span = -(-STEPS_IN // stride)
+            return privacy.Unit(privacy.UnitKind.SPAN, f"one reading of one sensor client (in up to {span} windows' inputs)", span=span)
+        return privacy.Unit(privacy.UnitKind.CLIENT, "one sensor client: every reading it holds, over the run")
+
+    def planned_releases(self, data_dir: str | os.PathLike | None) -> int:
+        """K before the run: releases of the unit's most exposed member if every client stays.
+        Every variant uploads each training window's h_c at most once a round (AT: all of
+        them; SL: those its batches reach), the validation windows once a round and the test
+        windows once; the window counts are the series' (the same for every sensor)."""
+        c = self.config
+        windows = sensor_windows(0, data_dir, c.max_windows, c.window_stride)
+        counts = [np.full(len(windows.y[s]), c.rounds if s != "test" else 1) for s in SPLITS]
+        return privacy.member_releases(self.privacy_unit(), counts)
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None) -> CNFGNN:
+        """This plan with ``dp_sigma`` the least (opacus' search) whose epsilon for one member of
+        the unit, after its planned releases, is at most ``target_epsilon`` at ``dp_delta``."""
+        c = self.config
+        if c.dp_sigma > 0:
+            raise ConfigError(f"a target epsilon calibrates dp_sigma: leave it out (got dp_sigma={c.dp_sigma:g})")
+        sigma = privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=c.dp_delta, sample_rate=1.0, steps=self.planned_releases(data_dir))
+        return CNFGNN(dataclasses.replace(c, dp_sigma=sigma))
+
     def privacy_hook(self, ctx: ClientContext) -> privacy.GaussianRows | None:
         c = self.config
         return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma), noise=ctx.noise("h_c")) if c.dp_sigma > 0 else None
@@ -234,7 +282,7 @@ class CNFGNN(SensorPlan):
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
         if c.dp_sigma > 0:
-            metrics["privacy"] = ctx.accountant.report(ctx.clients, unit=privacy.WINDOW, delta=c.dp_delta,
+            metrics["privacy"] = ctx.accountant.report(ctx.clients, unit=self.privacy_unit(), delta=c.dp_delta,
                                                        mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
         return metrics
 

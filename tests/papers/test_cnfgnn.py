@@ -142,6 +142,29 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     assert not np.allclose(first_upload(noisy), first_upload(again))
 
 
+@pytest.mark.parametrize("unit, stride, releases", [("window", 1, 2), ("reading", 1, 2 * 12), ("reading", 12, 2), ("sensor", 1, None)])
+def test_the_privacy_unit_is_selectable_and_the_plan_predicts_what_the_collectives_count(unit, stride, releases):
+    """DP-UNIT: a reading sits in up to 12 windows' inputs and pays for each (disjoint windows,
+    stride 12: one); a sensor pays for every row it uploaded. The accountant's K (fed by the
+    upload collective) is what the plan planned, so --target-epsilon calibrates the real run."""
+    plan = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2, "dp_sigma": 2.0, "dp_unit": unit, "window_stride": stride}))
+    privacy = simulate(plan, SecureSumConfig(backend=Backend.PLAIN)).metrics["privacy"]
+    counted = set(privacy["releases_per_client"].values())
+    windows = {len(plan.load_client_data(0, None).y[s]) for s in ("train", "val", "test")}
+    if releases is None:  # every training and validation window twice, every test window once
+        releases = 2 * 30 + 2 * 30 + 30 if windows == {30} else None
+    assert counted == {releases} and plan.planned_releases(None) == releases
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(2.0, 1.0, releases)], 1e-5))
+    assert privacy["unit"] == plan.privacy_unit().description and unit in privacy["unit"] or unit == "window"
+
+
+def test_a_target_epsilon_calibrates_the_noise_for_the_unit():
+    plan = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2, "dp_unit": "reading"})).calibrated(3.0)
+    assert 3.0 - 0.01 <= rdp_epsilon([(plan.config.dp_sigma, 1.0, 24)], 1e-5) <= 3.0
+    with pytest.raises(ConfigError, match="leave it out"):
+        plan.calibrated(3.0)
+
+
 def test_gaussian_rows_clips_and_noises_each_row():
     rows = np.full((4000, 16), 3.0, dtype=np.float32)
     hook = GaussianRows(clip=1.0, sigma=0.0)
