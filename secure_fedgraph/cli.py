@@ -60,7 +60,8 @@ def _plan(args: argparse.Namespace):
     values = dict(_set_item(item, fields) for item in args.set or [])
     if args.clients is not None:
         values[cls.clients_field] = args.clients
-    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
+    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip"), ("dpsgd_sigma", "dpsgd_sigma"),
+                        ("dpsgd_clip", "dpsgd_clip")):
         value = getattr(args, option, None)
         if value is not None:
             if key not in fields:
@@ -464,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--clients", type=int, default=None, help="number of clients (sets the plan's client count)")
     run.add_argument("--dp-sigma", type=float, default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
     run.add_argument("--dp-clip", type=float, default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--dpsgd-sigma", type=float, default=None,
+                     help="DP-SGD noise multiplier for the clients' local training (0: no DP-SGD; the plan option dpsgd_sigma)")
+    run.add_argument("--dpsgd-clip", type=float, default=None, help="DP-SGD per-sample L2 clipping bound (the plan option dpsgd_clip)")
     run.add_argument("--target-epsilon", type=_seconds(), default=None, metavar="EPS",
                      help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS (opacus' search; "
                           "an unreachable target is refused)")

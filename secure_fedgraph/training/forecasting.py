@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,15 +59,22 @@ def train_local(
     lr: float = 1e-3,
     decay_steps: int = 0,
     start_step: int = 0,
+    private: Any = None,
 ) -> LocalTraining:
     """Train with a fresh Adam (as CNFGNN's clients do each round); MSE on the normalised scale.
 
     ``graph``: the fixed h_G of each window (CNFGNN), or None. ``decay_steps``/``start_step``:
-    scheduled sampling (:func:`curriculum`), counted from ``start_step``.
+    scheduled sampling (:func:`curriculum`), counted from ``start_step``. ``private``: a DP-SGD
+    mechanism (``secure_fedgraph.privacy.mechanisms.dpsgd.DPSGD``) or None; with it, each step
+    takes a Poisson sample the mechanism draws, ``epochs`` is in expected passes (1 / q steps
+    each) and ``batch_size`` is unused (the expected batch is q times the windows).
     """
     xt, yt, tt = (torch.as_tensor(np.ascontiguousarray(a)) for a in (x, y, y_tod))
     gt = None if graph is None else torch.tensor(np.asarray(graph, dtype=np.float32))
     coin = torch.Generator().manual_seed(int(rng.integers(2**63))) if decay_steps > 0 else None
+    if private is not None:
+        return _train_private(model, xt, yt, tt, gt, coin, private, epochs=epochs, max_steps=max_steps, lr=lr, decay_steps=decay_steps,
+                              start_step=start_step)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     losses, steps = [], 0
     with single_thread():
@@ -85,6 +93,28 @@ def train_local(
                 optimiser.step()
                 losses.append(loss.item())
                 steps += 1
+    return LocalTraining(float(np.mean(losses)) if losses else math.nan, steps)
+
+
+def _train_private(model: GRUSeq2Seq, xt, yt, tt, gt, coin, private: Any, *, epochs: int, max_steps: int | None, lr: float, decay_steps: int,
+                   start_step: int) -> LocalTraining:
+    """:func:`train_local` with DP-SGD: the mechanism's Poisson samples, per-sample clipping and noise."""
+    steps = epochs * private.steps_per_epoch() if max_steps is None else min(max_steps, epochs * private.steps_per_epoch())
+    losses = []
+    with single_thread(), private.training(model, lambda parameters: torch.optim.Adam(parameters, lr=lr), samples=len(xt)) as (module, optimiser):
+        module.train()
+        for step in range(steps):
+            idx = torch.as_tensor(private.sample(len(xt)))
+            optimiser.zero_grad()
+            if len(idx) == 0:
+                private.empty_step(module, optimiser)
+                continue
+            prediction = module(xt[idx], tt[idx], graph=None if gt is None else gt[idx], targets=yt[idx],
+                                teacher_forcing=curriculum(start_step + step, decay_steps), generator=coin)
+            loss = nn.functional.mse_loss(prediction, yt[idx])
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
     return LocalTraining(float(np.mean(losses)) if losses else math.nan, steps)
 
 

@@ -4,7 +4,7 @@ variable, through opacus' PRV accountant.
 Gopi, Lee, Wutschitz, "Numerical Composition of Differential Privacy", NeurIPS 2021: the
 privacy loss of each release is a random variable, composition is the sum, computed by FFT on
 a grid; the result is an upper bound within ``eps_error`` of the true epsilon, tighter than
-RDP's (about 5 to 10% below it for the parameters this project uses).
+RDP's (5 to 13% below it for the parameters this project's tests use).
 
 Where it cannot answer: the grid grows with the number of compositions and the width of the
 privacy loss, so for large epsilon or many releases it asks for more memory than any machine

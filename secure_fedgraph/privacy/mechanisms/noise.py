@@ -24,11 +24,16 @@ import numpy as np
 from secure_fedgraph.crypto.prg import mask_vector
 
 
+def uniform_draws(count: int, key: bytes) -> np.ndarray:
+    """``count`` float64 values uniform in (0, 1) (53 random bits each) from the AES-CTR stream of ``key``."""
+    bits = mask_vector(key, stream_id=0, count=count, ring_bits=64)
+    return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53  # never 0 or 1
+
+
 def gaussian_noise(count: int, key: bytes) -> np.ndarray:
-    """``count`` standard normal float64 values from the AES-CTR stream of ``key``."""
+    """``count`` standard normal float64 values from the AES-CTR stream of ``key`` (Box-Muller)."""
     pairs = (count + 1) // 2
-    bits = mask_vector(key, stream_id=0, count=2 * pairs, ring_bits=64)
-    u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53  # in (0, 1): log never sees 0
+    u = uniform_draws(2 * pairs, key)
     radius = np.sqrt(-2.0 * np.log(u[:pairs]))
     angle = 2.0 * math.pi * u[pairs:]
     return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:count]
@@ -54,6 +59,10 @@ class NoiseSource:
         if self.seed_key is None:
             return os.urandom(32)
         return hashlib.sha256(self.seed_key + repr(labels).encode()).digest()
+
+    def uniform(self, count: int, *labels: str | int) -> np.ndarray:
+        """``count`` uniforms in (0, 1) for the draw named by ``labels`` (e.g. a Poisson sample)."""
+        return uniform_draws(count, self.key(*labels))
 
     def normal(self, count: int, *labels: str | int) -> np.ndarray:
         """``count`` standard normals (float64) for the draw named by ``labels``."""
