@@ -69,7 +69,7 @@ def _plan(args: argparse.Namespace):
             values[key] = value
     plan = cls(cls.Config(**values))
     if getattr(args, "target_epsilon", None) is not None:
-        plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir)
+        plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir, option=args.calibrate)
         print(f"{args.command}: --target-epsilon {args.target_epsilon:g} calibrates the noise: {_calibrated_noise(plan)}")
     return plan
 
@@ -471,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target-epsilon", type=_seconds(), default=None, metavar="EPS",
                      help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS (opacus' search; "
                           "an unreachable target is refused)")
+    run.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                     help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
@@ -509,6 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
     server.add_argument("--target-epsilon", type=_seconds(), default=None, metavar="EPS",
                         help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS")
+    server.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                        help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
     server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
                         "(required unless --resume)")

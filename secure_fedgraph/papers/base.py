@@ -65,9 +65,9 @@ class Plan(ABC):
         """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
         return None
 
-    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None) -> Plan:
-        """This plan with its DP noise multiplier calibrated so that the epsilon it reports is
-        at most ``target_epsilon`` (``--target-epsilon``).
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> Plan:
+        """This plan with its DP noise multiplier ``option`` (None: the plan's first) calibrated
+        so that the epsilon it reports is at most ``target_epsilon`` (``--target-epsilon``).
 
         Raises:
             ConfigError: the plan has no DP noise to calibrate.

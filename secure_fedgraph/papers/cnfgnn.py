@@ -62,6 +62,7 @@ from secure_fedgraph.papers.traffic import (
     sensor_windows,
 )
 from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
+from secure_fedgraph.papers import local_dp
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -101,6 +102,9 @@ class CNFGNNConfig:
             each), or "sensor" (every reading of the client over the run).
         window_stride: a window every ``window_stride`` steps (1, DCRNN's; 12 makes the input
             windows disjoint, so a reading costs what a window costs, with 1/12 of the windows).
+        dpsgd_sigma: DP-SGD noise multiplier for ClientUpdate (0: plain Adam; the AT variants
+            only: split learning's batches are the server's, not the client's Poisson samples);
+            dpsgd_clip: its per-sample L2 clip (papers/local_dp.py).
         seed: run seed (initial models, batch orders).
         server_device: where the server runs the GN: "cpu" (default, reproducible), "cuda" or
             "auto" (CUDA when present). Clients always compute on CPU.
@@ -128,6 +132,8 @@ class CNFGNNConfig:
     dp_delta: float = 1e-5
     dp_unit: str = "window"
     window_stride: int = 1
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
     seed: int = 0
     server_device: str = "cpu"
 
@@ -147,8 +153,12 @@ class CNFGNNConfig:
         for name in ("lr", "server_lr", "dp_clip"):
             positive_number(name, getattr(self, name))
         positive_number("dp_sigma", self.dp_sigma, zero_ok=True)
-        if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
-            raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
+        local_dp.check_options(self)
+        if self.dpsgd_sigma and self.variant.startswith("sl"):
+            raise ConfigError(f"dpsgd_sigma needs the client's own Poisson samples; variant {self.variant!r} trains on the server's batches "
+                              "(use at or at+fedavg)")
+        if self.dpsgd_sigma and self.dp_unit != "window":
+            raise ConfigError(f"DP-SGD is accounted per training window; dp_unit={self.dp_unit!r} spans several (use dp_unit=window)")
 
 
 @dataclass(frozen=True)
@@ -225,6 +235,8 @@ class CNFGNN(SensorPlan):
         one upload pays for k releases (privacy/analysis/units.py)."""
         unit, stride = self.config.dp_unit, self.config.window_stride
         if unit == "window":
+            if self.config.dpsgd_sigma:  # DP-SGD's sample is the whole window, its targets too
+                return privacy.Unit(privacy.UnitKind.ROW, "one window (12 input and 12 target steps) of one sensor client")
             return privacy.WINDOW
         if unit == "reading":
             span = -(-STEPS_IN // stride)
@@ -241,14 +253,25 @@ class CNFGNN(SensorPlan):
         counts = [np.full(len(windows.y[s]), c.rounds if s != "test" else 1) for s in SPLITS]
         return privacy.member_releases(self.privacy_unit(), counts)
 
-    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None) -> CNFGNN:
-        """This plan with ``dp_sigma`` the least (opacus' search) whose epsilon for one member of
-        the unit, after its planned releases, is at most ``target_epsilon`` at ``dp_delta``."""
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> CNFGNN:
+        """This plan with ``option`` (``dp_sigma``, the default, or ``dpsgd_sigma``) the least
+        noise multiplier (opacus' search) whose epsilon for one member of the unit, after the
+        planned releases, is at most ``target_epsilon`` at ``dp_delta``; the other mechanism
+        must be off (one calibration prices one mechanism)."""
         c = self.config
-        if c.dp_sigma > 0:
-            raise ConfigError(f"a target epsilon calibrates dp_sigma: leave it out (got dp_sigma={c.dp_sigma:g})")
-        sigma = privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=c.dp_delta, sample_rate=1.0, steps=self.planned_releases(data_dir))
-        return CNFGNN(dataclasses.replace(c, dp_sigma=sigma))
+        option = option or "dp_sigma"
+        other = {"dp_sigma": "dpsgd_sigma", "dpsgd_sigma": "dp_sigma"}.get(option)
+        if other is None:
+            raise ConfigError(f"plan cnfgnn calibrates dp_sigma or dpsgd_sigma, not {option!r}")
+        if getattr(c, option) or getattr(c, other):
+            raise ConfigError(f"a target epsilon calibrates {option} alone: leave out {option} and {other} (got {getattr(c, option):g}, "
+                              f"{getattr(c, other):g})")
+        if option == "dp_sigma":
+            sigma = privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=c.dp_delta, sample_rate=1.0, steps=self.planned_releases(data_dir))
+        else:
+            rate = local_dp.sample_rate(c.batch_size, len(self.load_client_data(0, data_dir).y["train"]))
+            sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * local_dp.steps_per_round(rate, c.client_rounds, c.max_local_steps))
+        return CNFGNN(dataclasses.replace(c, **{option: sigma}))
 
     def privacy_hook(self, ctx: ClientContext) -> privacy.GaussianRows | None:
         c = self.config
@@ -281,9 +304,9 @@ class CNFGNN(SensorPlan):
         test_rmse, test_mae = yield from gn.evaluate("test")
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
-        if c.dp_sigma > 0:
-            metrics["privacy"] = ctx.accountant.report(ctx.clients, unit=self.privacy_unit(), delta=c.dp_delta,
-                                                       mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
+        if c.dp_sigma > 0 or c.dpsgd_sigma > 0:
+            uploads = [f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:.4g}, applied by each client"] if c.dp_sigma else []
+            metrics["privacy"] = yield from local_dp.server_report(ctx, c, unit=self.privacy_unit(), mechanisms=uploads)
         return metrics
 
     def client(self, ctx: ClientContext):
@@ -297,6 +320,8 @@ class CNFGNN(SensorPlan):
             yield from self.client_round(sensor, r)
             yield from sensor.evaluate("val")  # eval
         yield from sensor.evaluate("test")
+        if c.dpsgd_sigma:
+            yield ctx.report_privacy()  # this client's DP-SGD steps, as its optimiser counted them
 
     def server_round(self, gn: GraphNetServer, r: int):
         """The server's side of round ``r``; returns how many clients its model average holds."""
@@ -336,7 +361,7 @@ class AlternatingTraining(CNFGNN):
         c, ctx = self.config, sensor.ctx
         trained = train_local(sensor.model, sensor.x, sensor.y, sensor.tod, graph=sensor.h_graph, rng=ctx.rng("batches", r), epochs=c.client_rounds,
                               max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr, decay_steps=c.cl_decay_steps,
-                              start_step=sensor.step)  # A1 line 9: ClientUpdate, A2 Update lines 1-7
+                              start_step=sensor.step, private=sensor.private)  # A1 line 9: ClientUpdate, A2 Update lines 1-7
         sensor.step += trained.steps
         if self.fedavg:
             yield from sensor.fedavg()  # A2 Update line 8, A1 lines 11-13
@@ -492,6 +517,7 @@ class SensorClient:
         self.x, self.y, self.tod = data.sensor("train", 0)
         self.h_graph = np.zeros((len(self.x), plan.config.hidden_size), dtype=np.float32)
         self.privacy = plan.privacy_hook(ctx)
+        self.private = local_dp.client_mechanism(ctx, plan.config, samples=len(self.x), batch_size=plan.config.batch_size)  # DP-SGD, or None
         self.step = 0
 
     def encode(self, split: str) -> np.ndarray:

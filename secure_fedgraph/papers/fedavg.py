@@ -41,7 +41,7 @@ from typing import ClassVar
 
 import torch
 
-from secure_fedgraph.errors import SumAbandoned
+from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.data.metr_la import check_sensors
 from secure_fedgraph.validation import positive, positive_number
@@ -110,10 +110,12 @@ class FedAvgGRU(SensorPlan):
     averages: ClassVar[bool] = True  # step 3; False: every client keeps its own model
     dpsgd_unit = Unit(UnitKind.ROW, "one training window (12 input and 12 target steps) of one sensor client")
 
-    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None) -> FedAvgGRU:
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedAvgGRU:
         """This plan with ``dpsgd_sigma`` calibrated: every client takes ``rounds`` times its
         steps per round at q = batch_size / training windows (the same for every sensor)."""
         c = self.config
+        if option not in (None, "dpsgd_sigma"):
+            raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
         rate = local_dp.sample_rate(c.batch_size, len(self.load_client_data(0, data_dir).y["train"]))
         sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * local_dp.steps_per_round(rate, c.local_epochs, c.max_local_steps))
         return type(self)(dataclasses.replace(c, dpsgd_sigma=sigma))

@@ -161,8 +161,26 @@ def test_the_privacy_unit_is_selectable_and_the_plan_predicts_what_the_collectiv
 def test_a_target_epsilon_calibrates_the_noise_for_the_unit():
     plan = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2, "dp_unit": "reading"})).calibrated(3.0)
     assert 3.0 - 0.01 <= rdp_epsilon([(plan.config.dp_sigma, 1.0, 24)], 1e-5) <= 3.0
-    with pytest.raises(ConfigError, match="leave it out"):
+    with pytest.raises(ConfigError, match="calibrates dp_sigma alone: leave out dp_sigma and dpsgd_sigma"):
         plan.calibrated(3.0)
+
+
+def test_dpsgd_in_client_update_composes_with_the_upload_noise_per_window():
+    """AT + FedAvg with both mechanisms: a window's epsilon composes its 2 uploads (sigma 1,
+    rate 1) with the client's DP-SGD steps (30 training windows, expected batch 16: q = 0.53,
+    2 steps a round). Split learning's batches are the server's, so DP-SGD refuses it."""
+    result = _run(Backend.PLAIN, dp_sigma=1.0, dpsgd_sigma=1.2, dpsgd_clip=0.5)
+    privacy = result.metrics["privacy"]
+    assert privacy["dpsgd_steps_per_client"] == {str(c): 4 for c in range(4)}
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(1.0, 1.0, 2), (1.2, 16 / 30, 4)], 1e-5))
+    assert "DP-SGD" in privacy["mechanism"] and "Gaussian on uploaded h_c rows" in privacy["mechanism"]
+    assert "12 target steps" in privacy["unit"]
+    with pytest.raises(ConfigError, match="variant 'sl' trains on the server's batches"):
+        CNFGNNConfig(**{**TINY, "variant": "sl", "dpsgd_sigma": 1.0})
+    with pytest.raises(ConfigError, match="DP-SGD is accounted per training window"):
+        CNFGNNConfig(**{**TINY, "dp_unit": "reading", "dpsgd_sigma": 1.0})
+    calibrated = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2})).calibrated(4.0, option="dpsgd_sigma").config
+    assert calibrated.dp_sigma == 0 and 4.0 - 0.01 <= rdp_epsilon([(calibrated.dpsgd_sigma, 16 / 30, 4)], 1e-5) <= 4.0
 
 
 def test_gaussian_rows_clips_and_noises_each_row():

@@ -17,7 +17,9 @@ regenerate voids the noise. opacus' own ``secure_mode`` would want torchcsprng.
 
 Models with ``nn.GRU`` or ``nn.GRUCell`` train on a twin with opacus' DPGRU and DPGRUCell
 (whose per-sample gradients opacus computes), with the same parameter names; the trained values
-are copied back.
+are copied back. Models whose layers do not keep the batch first (FedRel's DIIG runs PyG layers
+over the flattened nodes of all cases) get their per-sample gradients one sample at a time
+(:meth:`DPSGD.loop_gradients`, ``per_sample="loop"``): exact, and cheap for small batches.
 """
 
 from __future__ import annotations
@@ -133,22 +135,42 @@ class DPSGD:
         return np.flatnonzero(uniform < self.sample_rate)
 
     @contextlib.contextmanager
-    def training(self, model: nn.Module, optimiser: Callable[[Iterator[nn.Parameter]], torch.optim.Optimizer], *, samples: int):
+    def training(self, model: nn.Module, optimiser: Callable[[Iterator[nn.Parameter]], torch.optim.Optimizer], *, samples: int,
+                 per_sample: str = "hooks"):
         """Yields (module, optimiser) to train ``model`` on ``samples`` training samples with
-        batches from :meth:`sample` and a loss that is the mean over the batch: a per-sample
-        twin wrapped in GradSampleModule, and ``optimiser(its parameters)`` wrapped in the DP
-        optimiser (which divides by the expected batch, q * samples). On exit ``model`` holds
-        the trained values."""
-        twin = Twin.of(model)
-        module = GradSampleModule(twin.module, loss_reduction="mean")
+        batches from :meth:`sample`, and ``optimiser(parameters)`` wrapped in the DP optimiser
+        (which divides by the expected batch, q * samples).
+
+        ``per_sample="hooks"``: ``module`` is a per-sample twin wrapped in GradSampleModule; train
+        it on the mean loss of the batch; on exit ``model`` holds the trained values.
+        ``"loop"``: ``module`` is ``model`` itself; fill the gradients with :meth:`loop_gradients`.
+        """
+        if per_sample not in ("hooks", "loop"):
+            raise ConfigError(f"per_sample must be 'hooks' or 'loop', got {per_sample!r}")
+        twin = Twin.of(model) if per_sample == "hooks" else None
+        module = GradSampleModule(twin.module, loss_reduction="mean") if twin is not None else model
         dp = _ClientNoiseDPOptimizer(optimiser(module.parameters()), noise_multiplier=self.sigma, max_grad_norm=self.clip,
                                      expected_batch_size=max(1, round(self.sample_rate * samples)), loss_reduction="mean", mechanism=self)
         dp.attach_step_hook(lambda _: self._stepped())
         try:
             yield module, dp
         finally:
-            twin.store_into(model)
-            module._close()
+            if twin is not None:
+                twin.store_into(model)
+                module._close()
+
+    @staticmethod
+    def loop_gradients(module: nn.Module, loss_of: Callable[[int], torch.Tensor], batch: np.ndarray) -> None:
+        """Each sample's own gradient, one backward pass per sample, into ``p.grad_sample``
+        (what the DP optimiser clips): ``loss_of(i)`` is sample i's loss."""
+        parameters = [p for p in module.parameters() if p.requires_grad]
+        per_sample: list[list[torch.Tensor]] = [[] for _ in parameters]
+        for i in batch:
+            grads = torch.autograd.grad(loss_of(int(i)), parameters, allow_unused=True)
+            for k, (p, g) in enumerate(zip(parameters, grads, strict=True)):
+                per_sample[k].append(torch.zeros_like(p) if g is None else g.detach())
+        for p, grads in zip(parameters, per_sample, strict=True):
+            p.grad_sample = torch.stack(grads) if grads else torch.zeros((0, *p.shape), dtype=p.dtype)
 
     def _stepped(self) -> None:
         """The optimiser's step hook: one noisy step went into the model; the accountant hears of it."""
