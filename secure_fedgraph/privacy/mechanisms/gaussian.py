@@ -1,8 +1,9 @@
 """The Gaussian mechanism on rows: clip each row to L2 norm C, add N(0, (sigma*C)^2) noise.
 
 Used as the ``upload`` privacy hook (CNFGNN's h_c,i): it runs on the client, so the server
-only ever sees noised rows. One row is one sample (a window), so the privacy unit is a window
-of one client, not a node of the graph (see threat_model.md, DP-UNIT).
+only ever sees noised rows. One row is one sample (a window); what a run's unit (a window, a
+reading in several windows, a whole sensor) pays for its rows is privacy/analysis/units.py's
+(threat_model.md, DP-UNIT). No unit is a node of the graph.
 
 The noise comes from the client's :class:`~.noise.NoiseSource`: AES-256-CTR keyed by 32 fresh
 OS-random bytes per release, never from the run seed (the server knows the run seed, and noise
