@@ -13,9 +13,9 @@ torch.distributed), and every server and client process imports the accountant, 
 runs with DP noise account.
 """
 
-from secure_fedgraph.privacy.accountant import WINDOW, PrivacyAccountant, RowRelease, Steps
+from secure_fedgraph.privacy.accountant import USER_FEATURES, WINDOW, PrivacyAccountant, RowRelease, Steps
 from secure_fedgraph.privacy.analysis import PrvEpsilon, Unit, UnitKind, calibrate_sigma, member_releases, prv_epsilon, rdp_epsilon
 from secure_fedgraph.privacy.mechanisms import GaussianRows, NoiseSource
 
-__all__ = ["WINDOW", "GaussianRows", "NoiseSource", "PrivacyAccountant", "PrvEpsilon", "RowRelease", "Steps", "Unit", "UnitKind",
+__all__ = ["USER_FEATURES", "WINDOW", "GaussianRows", "NoiseSource", "PrivacyAccountant", "PrvEpsilon", "RowRelease", "Steps", "Unit", "UnitKind",
            "calibrate_sigma", "member_releases", "prv_epsilon", "rdp_epsilon"]

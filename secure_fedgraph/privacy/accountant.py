@@ -23,7 +23,8 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.privacy.analysis.rdp import History, rdp_epsilon
 from secure_fedgraph.privacy.analysis.units import Unit, UnitKind, member_releases
 
-WINDOW = Unit(UnitKind.ROW, "one window (12 input steps) of one sensor client")
+WINDOW = Unit(UnitKind.ROW, "one window (12 input steps) of one sensor client")  # CNFGNN's default unit
+USER_FEATURES = Unit(UnitKind.ROW, "one user's feature vector")  # nFedGNN's: one row per client, the user's own
 
 
 @dataclass(frozen=True)

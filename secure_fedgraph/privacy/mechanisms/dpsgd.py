@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -42,6 +43,11 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.privacy.accountant import Steps
 from secure_fedgraph.privacy.mechanisms.noise import NoiseSource
 
+
+# opacus' backward hooks fire on module outputs when the inputs (data) need no gradient, as here;
+# torch warns about it on every first backward pass, which only clutters a client's output
+warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect to module outputs",
+                        category=UserWarning)
 
 _GRU_CELL_NAMES = {"ih.weight": "weight_ih", "hh.weight": "weight_hh", "ih.bias": "bias_ih", "hh.bias": "bias_hh"}  # same gates r, z, n
 
