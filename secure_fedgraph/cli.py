@@ -68,13 +68,23 @@ def _plan(args: argparse.Namespace):
     values = dict(_set_item(item, fields) for item in args.set or [])
     if args.clients is not None:
         values[cls.clients_field] = args.clients
-    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
+    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip"), ("dpsgd_sigma", "dpsgd_sigma"),
+                        ("dpsgd_clip", "dpsgd_clip")):
         value = getattr(args, option, None)
         if value is not None:
             if key not in fields:
                 raise ConfigError(f"--{option.replace('_', '-')}: plan {cls.name} has no option {key!r}")
             values[key] = value
-    return cls(cls.Config(**values))
+    plan = cls(cls.Config(**values))
+    if getattr(args, "target_epsilon", None) is not None:
+        plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir, option=args.calibrate)
+        print(f"{args.command}: --target-epsilon {args.target_epsilon:g} calibrates the noise: {_calibrated_noise(plan)}")
+    return plan
+
+
+def _calibrated_noise(plan) -> str:
+    config = plan.config
+    return ", ".join(f"{key} {getattr(config, key):.4g}" for key in ("dp_sigma", "dpsgd_sigma") if getattr(config, key, 0))
 
 
 class _Repeatable(argparse.Action):
@@ -251,6 +261,7 @@ def _client(args: argparse.Namespace) -> int:
         reconnect_timeout_s=args.reconnect_timeout,
         parallel=args.parallel,
         crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
+        reproducible_dp_noise=args.reproducible_dp_noise,
     )
     outcomes = run_clients(options)
     for line in stop_reasons(outcomes):
@@ -462,6 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
     run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
     run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--dpsgd-sigma", type=_positive_number(zero_ok=True), default=None,
+                     help="DP-SGD noise multiplier for the clients' local training (0: no DP-SGD; the plan option dpsgd_sigma)")
+    run.add_argument("--dpsgd-clip", type=_positive_number(), default=None, help="DP-SGD per-sample L2 clipping bound (the plan option dpsgd_clip)")
+    run.add_argument("--target-epsilon", type=_positive_number(), default=None, metavar="EPS",
+                     help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS (opacus' search; "
+                          "an unreachable target is refused)")
+    run.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                     help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
@@ -498,6 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--plan", default=None, help=f"plan name: {plans} (required unless --resume)")
     server.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
+    server.add_argument("--target-epsilon", type=_positive_number(), default=None, metavar="EPS",
+                        help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS")
+    server.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                        help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
     server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
                         "(required unless --resume)")
@@ -535,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
+    policy.add_argument("--reproducible-dp-noise", action="store_true",
+                        help="draw DP noise from the run seed instead of fresh OS randomness, so a DP run can be compared with an "
+                             "in-process one; for tests only: the server knows the run seed and can remove such noise")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")

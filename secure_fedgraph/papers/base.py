@@ -65,6 +65,16 @@ class Plan(ABC):
         """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
         return None
 
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> Plan:
+        """This plan with its DP noise multiplier ``option`` (None: the plan's first) calibrated
+        so that the epsilon it reports is at most ``target_epsilon`` (``--target-epsilon``).
+
+        Raises:
+            ConfigError: the plan has no DP noise to calibrate.
+            PrivacyBudgetError: the target cannot be reached.
+        """
+        raise ConfigError(f"plan {self.name} has no DP noise to calibrate (--target-epsilon)")
+
     def config_json(self) -> str:
         return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)
 

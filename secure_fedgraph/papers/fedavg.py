@@ -19,6 +19,11 @@ Algorithm (numbers match the comments in the code):
      the totals give RMSE and MAE and are released to the server.
   5. After the last round: the same for the test windows.
 
+With ``dpsgd_sigma`` > 0 step 2 is DP-SGD (papers/local_dp.py): Poisson samples of an expected
+``batch_size`` windows, per-sample clipping to ``dpsgd_clip`` and Gaussian noise, from the
+client's own noise source; at the end the server collects each client's step count and reports
+epsilon per client (one training window is the unit).
+
 Deviations: normalisation statistics come from a secure sum instead of centralised
 preprocessing (the same numbers, within the encoding error); metrics are unmasked, as CNFGNN's.
 
@@ -29,15 +34,19 @@ each client keeps its own model and normalisation statistics (they never leave i
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from secure_fedgraph.errors import SumAbandoned
+from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.data.metr_la import check_sensors
 from secure_fedgraph.validation import positive, positive_number
+from secure_fedgraph.papers import local_dp
+from secure_fedgraph.privacy import Unit, UnitKind
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
@@ -65,6 +74,8 @@ class FedAvgGRUConfig:
         batch_size: windows per batch.
         lr: Adam learning rate (a fresh Adam every round).
         max_windows: keep only the first windows of each split (small test runs).
+        dpsgd_sigma: DP-SGD noise multiplier for local training (0: plain Adam, no DP);
+            dpsgd_clip: per-sample L2 clip; dp_delta: the delta epsilon is reported at.
         seed: run seed (initial model, batch order).
     """
 
@@ -76,9 +87,13 @@ class FedAvgGRUConfig:
     batch_size: int = 128
     lr: float = 1e-3
     max_windows: int | None = None
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
+    dp_delta: float = 1e-5
     seed: int = 0
 
     def __post_init__(self) -> None:
+        local_dp.check_options(self)
         positive("rounds", self.rounds)
         positive("hidden_size", self.hidden_size)
         positive("local_epochs", self.local_epochs)
@@ -93,6 +108,17 @@ class FedAvgGRU(SensorPlan):
     name = "fedavg-gru"
     Config = FedAvgGRUConfig
     averages: ClassVar[bool] = True  # step 3; False: every client keeps its own model
+    dpsgd_unit = Unit(UnitKind.ROW, "one training window (12 input and 12 target steps) of one sensor client")
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedAvgGRU:
+        """This plan with ``dpsgd_sigma`` calibrated: every client takes ``rounds`` times its
+        steps per round at q = batch_size / training windows (the same for every sensor)."""
+        c = self.config
+        if option not in (None, "dpsgd_sigma"):
+            raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
+        rate = local_dp.sample_rate(c.batch_size, len(self.load_client_data(0, data_dir).y["train"]))
+        sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * local_dp.steps_per_round(rate, c.local_epochs, c.max_local_steps))
+        return type(self)(dataclasses.replace(c, dpsgd_sigma=sigma))
 
     def _model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
@@ -125,7 +151,10 @@ class FedAvgGRU(SensorPlan):
             ctx.report(r, clients=clients, val_rmse=rmse, val_mae=mae)
         with ctx.phase("evaluation"):
             test_rmse, test_mae = rmse_mae((yield from released_errors(ctx, errors_spec("test"))))  # 5.
-        return {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
+        metrics = {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
+        if c.dpsgd_sigma:
+            metrics["privacy"] = yield from local_dp.server_report(ctx, c, unit=self.dpsgd_unit, mechanisms=[])
+        return metrics
 
     def client(self, ctx: ClientContext):
         c = self.config
@@ -141,8 +170,10 @@ class FedAvgGRU(SensorPlan):
                 data, mean, std = yield from client_normalisation(ctx, ctx.data)  # 0.
                 load_weights(model, (yield ctx.receive("model")))  # 1.
             x, y, tod = data.sensor("train", 0)
+            if r == start:
+                private = local_dp.client_mechanism(ctx, c, samples=len(x), batch_size=c.batch_size)
             train_local(model, x, y, tod, rng=ctx.rng("batches", r), epochs=c.local_epochs,
-                        max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr)  # 2.
+                        max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr, private=private)  # 2.
             if self.averages:
                 try:
                     total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
@@ -151,6 +182,8 @@ class FedAvgGRU(SensorPlan):
                     pass  # the server gave this round's FedAvg up: keep the local model
             yield from report_errors(ctx, "validation", error_sums(model, *data.sensor("val", 0), mean=mean, std=std))  # 4.
         yield from report_errors(ctx, "test", error_sums(model, *data.sensor("test", 0), mean=mean, std=std))  # 5.
+        if c.dpsgd_sigma:
+            yield ctx.report_privacy()  # this client's DP-SGD steps, as its optimiser counted them
 
 
 class LocalGRU(FedAvgGRU):

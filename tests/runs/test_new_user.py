@@ -46,7 +46,7 @@ def keys(tmp_path_factory):
         (["run", "fedstgd", "--out", "{tmp}/o", "--data-dir", "{tmp}"], "hzmetro: missing file"),
         (["run", "cnfgnn", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
         (["run", "cnfgnn", "--out", "{tmp}/o", "--bogus"], "unrecognized arguments: --bogus"),
-        (["run", "cnfgnn", "--out", "{tmp}/o", "--rounds", "x"], "secure-fedgraph run: error: argument --rounds: invalid int value: 'x'"),
+        (["run", "cnfgnn", "--out", "{tmp}/o", "--rounds", "x"], "secure-fedgraph run: error: argument --rounds: expected an integer, got 'x'"),
         (["server", "--plan", "fedavg-gru"], "the following arguments are required: --bind, --certs (see `secure-fedgraph server --help`)"),
     ],
 )
