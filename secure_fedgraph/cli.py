@@ -39,7 +39,7 @@ def _client_policy(args: argparse.Namespace):
 
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
-                        min_dp_sigma=args.min_dp_sigma, max_rekeys_per_round=args.max_rekeys)
+                        min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise, max_rekeys_per_round=args.max_rekeys)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -527,6 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
+    policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
+                        help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
+                             "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
