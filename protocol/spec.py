@@ -67,7 +67,7 @@ class SumNoise:
         """The largest |value| one client's noised contribution reaches, except with probability
         2^-security_bits over its ``size`` values: the clip plus the noise's tail, in the values'
         units. It is the sum's clipping range, so the ring's capacity check covers the noise."""
-        from secure_fedgraph.privacy.skellam import skellam_tail
+        from secure_fedgraph.privacy.mechanisms.skellam import skellam_tail
 
         tail = skellam_tail(self.local_variance(precision_bits), size, security_bits=security_bits)
         return self.l2_clip + (tail + 1) * 2.0**-precision_bits

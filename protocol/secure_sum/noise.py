@@ -3,7 +3,7 @@
 For a sum whose spec carries :class:`~secure_fedgraph.protocol.spec.SumNoise`, each client
 clips its whole contribution to L2 norm C, rounds it to the sum's fixed-point grid 2^-p and adds
 Skellam noise of variance (z C 2^p)^2 / n_expected per element, drawn from fresh OS randomness
-(:mod:`secure_fedgraph.privacy.skellam`). With the mask backend the result is exactly the
+(:mod:`secure_fedgraph.privacy.mechanisms.skellam`). With the mask backend the result is exactly the
 integer code q + k the ring carries, and the pairwise masks go on top of it, so the server
 never holds a sum without noise (threat_model.md DDP-NOISE). Flower's DP with SecAgg+ adds its
 noise on the server after unmasking: its server sees the raw aggregate.
@@ -27,7 +27,7 @@ def noised(x: np.ndarray, noise: SumNoise, *, precision_bits: int, key: bytes | 
     """``x`` clipped to ``noise.l2_clip``, on the grid 2^-precision_bits, plus this client's Skellam
     share of the sum's noise: float64 multiples of 2^-precision_bits, which a fixed-point encoding
     of that precision turns into exactly q + k. ``key``: reproducible noise (tests only)."""
-    from secure_fedgraph.privacy.skellam import skellam  # scipy: only runs with distributed DP load it
+    from secure_fedgraph.privacy.mechanisms.skellam import skellam  # scipy: only runs with distributed DP load it
 
     scale = 2.0**precision_bits
     codes = np.rint(clip_l2(x, noise.l2_clip) * scale)

@@ -31,7 +31,7 @@ PLAN_NAMES = tuple(sorted(REGISTRY))
 RESUMABLE = frozenset({"fedavg-gru", "local-gru", "fedavg-vector"})
 WHY_NOT_RESUMABLE = {
     "cnfgnn": "its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and the DP "
-              "accountant's release ledger are not saved at round boundaries, and a redone round would upload every window's "
+              "accountant's history of releases are not saved at round boundaries, and a redone round would upload every window's "
               "hidden states again with fresh noise (a second DP release)",
     "fedstgd": "each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are not saved "
                "at round boundaries",

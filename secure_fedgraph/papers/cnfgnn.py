@@ -29,7 +29,7 @@ and ``from_config_json`` need nothing special:
 
 The server never holds raw data, targets or client weights: it sees hidden states (noised
 with DP), their gradients, and sums. The server's upload collective counts every release of a
-window for the accountant (privacy/ledger.py); the plan only names the windows. Deviations
+window for the accountant (privacy/accountant.py); the plan only names the windows. Deviations
 from the paper: the gradients are averaged, not summed, over clients (the mean of the clients'
 MSE is the pooled MSE CNFGNN's code minimises; Adam is scale-invariant anyway); the server runs
 the GN over batches of training windows as CNFGNN's code does. Communication follows Eq. 7
@@ -59,7 +59,7 @@ from secure_fedgraph.papers.traffic import (
     report_errors,
     server_normalisation,
 )
-from secure_fedgraph import privacy  # privacy.gaussian_report loads opacus on first use: only DP runs pay for it
+from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -202,9 +202,13 @@ class CNFGNN(SensorPlan):
         """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
-    def privacy_hook(self) -> privacy.GaussianRows | None:
+    def privacy_hook(self, ctx: ClientContext) -> privacy.GaussianRows | None:
         c = self.config
-        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
+        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma), noise=ctx.noise("h_c")) if c.dp_sigma > 0 else None
+
+    def released(self, split: str, rows) -> privacy.RowRelease:
+        """What an upload of h_c rows releases: those windows of ``split``, noised with dp_sigma."""
+        return privacy.RowRelease(split, rows, float(self.config.dp_sigma))
 
     # -- the round loop of Algorithm 1, shared -----------------------------------------------
 
@@ -230,8 +234,8 @@ class CNFGNN(SensorPlan):
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
         if c.dp_sigma > 0:
-            metrics["privacy"] = privacy.gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
-                                                 mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
+            metrics["privacy"] = ctx.accountant.report(ctx.clients, unit=privacy.WINDOW, delta=c.dp_delta,
+                                                       mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
         return metrics
 
     def client(self, ctx: ClientContext):
@@ -323,7 +327,7 @@ class SplitLearning(CNFGNN):
         ctx, c = gn.ctx, self.config
         with ctx.phase("split learning"):
             for batch in server_batches(self.seed, r, 0, gn.windows["train"], c.server_batch_size, c.max_server_batches):
-                hidden = yield from ctx.upload("h_c", self.rows_spec("h", len(batch)), releases=("train", batch))
+                hidden = yield from ctx.upload("h_c", self.rows_spec("h", len(batch)), releases=self.released("train", batch))
                 x = gn.node_features({i: v["h"] for i, v in hidden.items()}, len(batch)).requires_grad_()
                 h_graph = gn.model(x, gn.edge_index, gn.edge_weight)
                 yield from gn.scatter_rows("h_G", h_graph.detach())
@@ -396,7 +400,7 @@ class GraphNetServer:
 
     def hidden_states(self, name: str, windows: int, *, split: str = "train"):
         """Every live client's h_c rows of ``windows`` windows of ``split``, through its DP hook."""
-        received = yield from self.ctx.upload(name, self.plan.rows_spec("h", windows), releases=(split, np.arange(windows)))
+        received = yield from self.ctx.upload(name, self.plan.rows_spec("h", windows), releases=self.plan.released(split, np.arange(windows)))
         return {i: v["h"] for i, v in received.items()}
 
     def scatter_rows(self, name: str, rows: torch.Tensor):
@@ -439,7 +443,7 @@ class SensorClient:
         self.plan, self.ctx, self.data, self.mean, self.std, self.model = plan, ctx, data, mean, std, model
         self.x, self.y, self.tod = data.sensor("train", 0)
         self.h_graph = np.zeros((len(self.x), plan.config.hidden_size), dtype=np.float32)
-        self.privacy = plan.privacy_hook()
+        self.privacy = plan.privacy_hook(ctx)
         self.step = 0
 
     def encode(self, split: str) -> np.ndarray:

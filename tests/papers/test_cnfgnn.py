@@ -11,7 +11,7 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.papers import CNFGNN
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig, server_batches
-from secure_fedgraph.privacy import GaussianRows, epsilon_of
+from secure_fedgraph.privacy import GaussianRows, NoiseSource, rdp_epsilon
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
@@ -125,7 +125,8 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     plain = _run(Backend.PLAIN)
     noisy = _run(Backend.PLAIN, dp_sigma=sigma, dp_clip=clip)
     privacy = noisy.metrics["privacy"]
-    assert privacy["epsilon_max"] == pytest.approx(epsilon_of(sigma, 2, 1e-5).epsilon)
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(sigma, 1.0, 2)], 1e-5))
+    assert 0.9 * privacy["epsilon_max"] <= privacy["accountants"]["prv"]["epsilon_max"] <= privacy["epsilon_max"]
     assert set(privacy["releases_per_client"].values()) == {2}
     assert noisy.metrics["test_rmse"] != plain.metrics["test_rmse"]
     uploads = [tensors_of(codec.decode(d).tensors)["h"] for s, _, d in noisy.received
@@ -146,7 +147,7 @@ def test_gaussian_rows_clips_and_noises_each_row():
     hook = GaussianRows(clip=1.0, sigma=0.0)
     out = hook({"h": rows})["h"]
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5) and hook.clipped_rows == 4000
-    noisy = GaussianRows(clip=1.0, sigma=2.0, key=b"k" * 32)({"h": rows})["h"]
+    noisy = GaussianRows(clip=1.0, sigma=2.0, noise=NoiseSource.reproducible(b"k"))({"h": rows})["h"]
     noise = (noisy - out).ravel()
     assert noise.std() == pytest.approx(2.0, rel=0.03) and abs(noise.mean()) < 0.05
     assert not np.allclose(GaussianRows(1.0, 2.0)({"h": rows})["h"], noisy)  # fresh key per release by default

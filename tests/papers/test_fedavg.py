@@ -13,7 +13,7 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.papers import FedAvgGRU, FedAvgVector
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
-from secure_fedgraph.privacy.skellam_analysis import SkellamRelease, sensitivities, skellam_epsilon
+from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.runs.simulate import simulate
 
@@ -35,6 +35,9 @@ def test_fedavg_vector_with_distributed_dp_reports_the_survivors_epsilon():
     expected = skellam_epsilon([SkellamRelease(l1, l2, 5 * (4.0 * 0.5 * 2**20) ** 2 / 5)], 1e-5)
     assert privacy["epsilon_max"] == pytest.approx(expected) and math.isfinite(expected)
     assert privacy["epsilon_if_all_expected"] == privacy["epsilon_max"]
+    accountants = privacy["accountants"]  # both accountants: Skellam RDP, and PRV of the Gaussian limit (tighter, and close)
+    assert accountants["rdp"]["epsilon_max"] == privacy["epsilon_max"]
+    assert 0.7 * privacy["epsilon_max"] < accountants["prv"]["epsilon_max"] < privacy["epsilon_max"]
 
 
 def test_a_dropout_costs_epsilon_and_the_report_says_how_much():

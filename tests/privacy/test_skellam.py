@@ -1,4 +1,4 @@
-"""The Skellam sampler (privacy/skellam.py): the Poisson variates it is built from follow
+"""The Skellam sampler (privacy/mechanisms/skellam.py): the Poisson variates it is built from follow
 their distribution at small and at very large rates, the noise is fresh OS randomness unless a
 key is given, and the tail bound holds."""
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.privacy.skellam import log_poisson_pmf, poisson, skellam, skellam_tail
+from secure_fedgraph.privacy.mechanisms.skellam import log_poisson_pmf, poisson, skellam, skellam_tail
 
 KEY = bytes(range(32))
 

@@ -8,7 +8,7 @@ import json
 import math
 
 from secure_fedgraph.cli import main
-from secure_fedgraph.privacy.skellam_analysis import SkellamRelease, sensitivities, skellam_epsilon
+from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
 
 TINY = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "max_local_steps=1",
         "--set", "batch_size=8")

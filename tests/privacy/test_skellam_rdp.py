@@ -1,4 +1,4 @@
-"""The Skellam RDP bound (privacy/skellam_analysis.py) against the Gaussian mechanism it
+"""The Skellam RDP bound (privacy/analysis/skellam.py) against the Gaussian mechanism it
 converges to, and its edge cases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from opacus.accountants import RDPAccountant
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.privacy.skellam_analysis import SkellamRelease, sensitivities, skellam_epsilon, skellam_rdp
+from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon, skellam_rdp
 
 
 def _gaussian(sigma: float, steps: int, delta: float) -> float:
