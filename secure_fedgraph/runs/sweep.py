@@ -134,11 +134,18 @@ def read_point(point: Point) -> dict[str, Any]:
         "metric": metric,
         "value": metrics[metric],
         "epsilon": privacy.get("epsilon_max", math.inf if point.kind == "private" else ""),
+        "epsilon_prv": _prv(privacy),
         "delta": privacy.get("delta", ""),
         "accountant": privacy.get("accountant", "opacus RDP" if privacy else ""),
         "seconds": round(float(metrics.get("seconds", 0.0)), 1),
         "run": str(point.folder),
     }
+
+
+def _prv(privacy: dict[str, Any]) -> float | str:
+    """PRV's epsilon where the run reports it beside RDP's (privacy.accountants.prv), else empty."""
+    value = ((privacy.get("accountants") or {}).get("prv") or {}).get("epsilon_max")
+    return "" if value is None else value
 
 
 def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -177,7 +184,7 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
     return [rows[i] for i in sorted(rows)], failures
 
 
-COLUMNS = ("kind", "sigma", "seed", "metric", "value", "epsilon", "delta", "accountant", "seconds", "run")
+COLUMNS = ("kind", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "seconds", "run")
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -198,17 +205,21 @@ def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
     metric = rows[0]["metric"] if rows else "test_rmse"
     name = {"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric)
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
-    lines = [f"| noise multiplier ({PRIVACY_OPTION[options.plan]}) | epsilon (delta {delta}) | {name} | seeds |", "|---|---|---|---|"]
+    lines = [f"| noise multiplier ({PRIVACY_OPTION[options.plan]}) | epsilon, RDP (delta {delta}) | epsilon, PRV | {name} | seeds |",
+             "|---|---|---|---|---|"]
     for sigma in sorted(options.sigmas, reverse=True):
         mine = [r for r in rows if r["kind"] == "private" and r["sigma"] == sigma]
         if mine:
-            lines.append(f"| {sigma:g} | {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+            prv = [float(r["epsilon_prv"]) for r in mine if r["epsilon_prv"] != ""]
+            lines.append(f"| {sigma:g} | {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd(prv) if len(prv) == len(mine) else '—'} "
+                         f"| {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
     for kind, label in (("non-private", "no noise (non-private)"), ("centralised", f"centralised ({CENTRALISED_METHOD.get(options.plan)})")):
         mine = [r for r in rows if r["kind"] == kind]
         if mine:
-            lines.append(f"| {label} | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+            lines.append(f"| {label} | ∞ | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
     better = "lower is better" if metric == "test_rmse" else "higher is better"
-    lines.append(f"\n{options.plan}, {name} ({better}); epsilon per client (the largest over clients), mean ± sd over seeds; "
+    lines.append(f"\n{options.plan}, {name} ({better}); epsilon per client (the largest over clients; RDP is the run's guarantee, "
+                 "PRV where the run reports it), mean ± sd over seeds; "
                  f"options {' '.join(options.run_options) or '(defaults)'}.")
     return "\n".join(lines) + "\n"
 

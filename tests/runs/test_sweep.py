@@ -27,6 +27,7 @@ def test_a_sweep_writes_its_csv_table_and_plot_from_the_runs_metrics(tmp_path):
         assert float(row["value"]) == metrics["test_rmse"]
         if row["kind"] == "private":
             assert float(row["epsilon"]) == metrics["privacy"]["epsilon_max"] and metrics["config"]["config"]["ddp_noise"] == float(row["sigma"])
+            assert float(row["epsilon_prv"]) == metrics["privacy"]["accountants"]["prv"]["epsilon_max"]  # both accountants
         else:
             assert "privacy" not in metrics and metrics["config"]["config"]["ddp_noise"] == 0
     # the epsilon is the Skellam bound of one FedAvg sum over the 3 clients (ceil(3 x 0.9) = 3 expected)
