@@ -298,10 +298,21 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _numbers(kind: type, check):
-    """A comma-separated list of ``kind`` values, each passing ``check``."""
-    one = _checked(kind, check)
-    return lambda text: [one(part.strip()) for part in text.split(",") if part.strip()] or one("")
+def _numbers(option: str, text: str, kind: type, check) -> list:
+    """``--option A,B,...``: a list of ``kind`` values, each passing ``check`` (ConfigError: one line, exit 2)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [kind(part) for part in parts]
+    except ValueError:
+        raise ConfigError(f"{option} must be a comma-separated list of {'integers' if kind is int else 'numbers'}, got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} names no value")
+    for value in values:
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    return values
 
 
 def _test_summary(metrics: dict) -> str:
@@ -445,6 +456,8 @@ def _preflight(args: argparse.Namespace) -> None:
 
         if args.plan not in PRIVACY_OPTION:
             raise ConfigError(f"sweep: plan {args.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+        args.sigmas = _numbers("--sigmas", args.sigmas, float, lambda v: positive_number("value", v))
+        args.seeds = _numbers("--seeds", args.seeds, int, lambda v: positive("value", v, 0))
         if len(set(args.seeds)) != len(args.seeds):
             raise ConfigError(f"sweep: --seeds must be distinct, got {args.seeds}")
         if importlib.util.find_spec("matplotlib") is None:
@@ -586,9 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
                                 "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
     sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
-    sweep.add_argument("--sigmas", required=True, type=_numbers(float, lambda v: positive_number("value", v)), metavar="S1,S2,...",
+    sweep.add_argument("--sigmas", required=True, metavar="S1,S2,...",
                        help="noise multipliers, one private run each (per seed)")
-    sweep.add_argument("--seeds", type=_numbers(int, lambda v: positive("value", v, 0)), default=[0], metavar="N1,N2,...",
+    sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
                        help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
     sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")
     sweep.add_argument("--out", required=True, metavar="DIR", help="folder for sweep.csv, sweep.md, sweep.png and points/")
