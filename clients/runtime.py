@@ -283,7 +283,8 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
     n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
-        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
+        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
+                                    ddp_noise=plan.ddp_noise)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
     if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:

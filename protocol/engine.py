@@ -26,6 +26,7 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import collectives
 from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
+from secure_fedgraph.protocol.noise_ledger import NoiseLedger
 from secure_fedgraph.protocol.messages import (
     SERVER,
     Ack,
@@ -40,7 +41,7 @@ from secure_fedgraph.protocol.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
-from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec, as_array
+from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.steps import StepGen, StepOutcome
@@ -126,6 +127,7 @@ class ServerContext(Resumable):
         self.dropped: dict[int, str] = {}
         self.abandoned: dict[str, int] = {}  # sums given up, by name (metrics: abandoned_sums)
         self.accountant = PrivacyAccountant()  # what went out through DP mechanisms, per client (fed by upload and collect_privacy)
+        self.noised = NoiseLedger()  # secure sums released with distributed DP noise (SumSpec.noise)
         self._report = report
 
     @property
@@ -237,10 +239,28 @@ class ServerContext(Resumable):
             raise
         finally:
             self._follow_role(f"secure sum {spec.name!r}")
+        self.noised.record(self.round, spec, result.contributors)
         self._count("up", len(result.contributors) * spec.size)
         if not spec.server_only:
             self._count("down", len(result.contributors) * spec.size)
         return result
+
+    def sum_noise(self, *, noise_multiplier: float, l2_clip: float) -> SumNoise | None:
+        """Distributed DP for a sum of the live clients' models (None when ``noise_multiplier``
+        is 0): each client's share of the noise is scaled for the survivors the adversary's
+        dropout fraction leaves, ceil(live (1 - dropout_fraction)), so a sum with that many
+        carries noise_multiplier * l2_clip per element, and one with all the live clients more."""
+        if noise_multiplier <= 0:
+            return None
+        expected = max(1, math.ceil(len(self.live) * (1 - self.role.config.mask.adversary.dropout_fraction)))
+        return SumNoise(l2_clip=l2_clip, noise_multiplier=noise_multiplier, expected_contributors=expected)
+
+    def noise_report(self, delta: float) -> dict | None:
+        """(epsilon, delta) of the noised sums so far, per client (protocol/noise_ledger.py):
+        the survivors' noise only; with plain, per input (the server sees each one)."""
+        config = self.role.config
+        return self.noised.report(delta=delta, precision_bits=config.mask.precision_bits, server_sees_inputs=self.role.backend is Backend.PLAIN,
+                                  colluders=config.mask.adversary.colluders(len(self.clients)))
 
     def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:
         """The values of a sum, for the server: its own view with mask and plain; with ckks
@@ -314,8 +334,8 @@ class ClientContext(Resumable):
         return Receive(name)
 
     @staticmethod
-    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False) -> SecureSum:
-        return SecureSum(name, tensors, releasable)
+    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False, private: bool = False) -> SecureSum:
+        return SecureSum(name, tensors, releasable, private)
 
     @staticmethod
     def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
@@ -416,7 +436,7 @@ class ClientHost(SecretMaterial):
         if h.stage in SECURE_SUM_STAGES:
             if h.stage is Stage.INPUT:
                 need = self._expect(SecureSum, request.spec.name)
-                self.role.contribute(need.name, need.tensors)
+                self.role.contribute(need.name, need.tensors, private=need.private)
                 if self.on_contribute is not None:
                     self.on_contribute(h, need.name, need.tensors)
             response = self.role.handle(request)

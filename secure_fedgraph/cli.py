@@ -47,7 +47,7 @@ def _client_policy(args: argparse.Namespace):
 
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
-                        min_dp_sigma=args.min_dp_sigma, max_rekeys_per_round=args.max_rekeys)
+                        min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise, max_rekeys_per_round=args.max_rekeys)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -300,6 +300,40 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from secure_fedgraph.runs.sweep import SweepOptions, sweep
+
+    plan = _plan(args)  # checks --rounds and --set against the plan before the first point starts
+    forwarded = [*(("--rounds", str(args.rounds)) if args.rounds is not None else ()), *(f"--set={item}" for item in args.set or []),
+                 "--backend", args.backend]
+    options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas), seeds=tuple(args.seeds), jobs=args.jobs, out=Path(args.out),
+                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
+                           data_dir=args.data_dir, centralised=not args.no_centralised)
+    folder, failures = sweep(options, say=print)
+    for line in failures:
+        print(f"sweep: failed: {line}", file=sys.stderr)
+    print(f"sweep: {folder / 'sweep.csv'}, {folder / 'sweep.md'} and {folder / 'sweep.png'}"
+          + (f"; {len(failures)} run(s) failed" if failures else ""))
+    return 1 if failures else 0
+
+
+def _numbers(option: str, text: str, kind: type, check) -> list:
+    """``--option A,B,...``: a list of ``kind`` values, each passing ``check`` (ConfigError: one line, exit 2)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [kind(part) for part in parts]
+    except ValueError:
+        raise ConfigError(f"{option} must be a comma-separated list of {'integers' if kind is int else 'numbers'}, got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} names no value")
+    for value in values:
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    return values
+
+
 def _test_summary(metrics: dict) -> str:
     if "test_acc" in metrics:  # classification (fedrel)
         return f"test accuracy {metrics['test_acc']:.3f}, macro-F1 {metrics['test_f1']:.3f} (best {metrics['best_f1']:.3f} at round {metrics['best_f1_round']})"
@@ -435,6 +469,20 @@ def _preflight(args: argparse.Namespace) -> None:
     elif args.command == "compare":
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
+    elif args.command == "sweep":
+        from secure_fedgraph.papers import PRIVACY_OPTION
+        import importlib.util
+
+        if args.plan not in PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {args.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+        args.sigmas = _numbers("--sigmas", args.sigmas, float, lambda v: positive_number("value", v))
+        args.seeds = _numbers("--seeds", args.seeds, int, lambda v: positive("value", v, 0))
+        if len(set(args.seeds)) != len(args.seeds):
+            raise ConfigError(f"sweep: --seeds must be distinct, got {args.seeds}")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ConfigError("sweep draws sweep.png with matplotlib, which is not installed: pip install matplotlib")
+        DATASETS["metr-la"].check_files(args.data_dir)
+        preflight.check_writable_folder("--out", args.out)
     elif args.command == "sum-demo":
         if not args.no_drop and not 0 <= args.drop < args.clients:
             raise ConfigError(f"--drop must be a client id in [0, {args.clients}), or --no-drop")
@@ -561,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--reproducible-dp-noise", action="store_true",
                         help="draw DP noise from the run seed instead of fresh OS randomness, so a DP run can be compared with an "
                              "in-process one; for tests only: the server knows the run seed and can remove such noise")
+    policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
+                        help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
+                             "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
@@ -574,6 +625,26 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--parallel", type=_count(), default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
+
+    sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
+                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; fedavg-gru: "
+                                "distributed DP inside the FedAvg sum) once per noise multiplier and seed, each in its own process "
+                                "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
+                                "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
+                                "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
+    sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
+    sweep.add_argument("--sigmas", required=True, metavar="S1,S2,...",
+                       help="noise multipliers, one private run each (per seed)")
+    sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
+                       help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
+    sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="folder for sweep.csv, sweep.md, sweep.png and points/")
+    sweep.add_argument("--rounds", type=_count(), default=None, help="global rounds of every run (the plan's default otherwise)")
+    sweep.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option for every run, e.g. sensors=50 (repeatable)")
+    sweep.add_argument("--backend", choices=["plain", "mask"], default="mask", help="secure-sum backend of every run (default mask)")
+    sweep.add_argument("--no-centralised", action="store_true", help="skip the centralised reference runs")
+    sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
+    sweep.set_defaults(handler=_sweep, clients=None)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")
     sum_demo.add_argument("--clients", type=_count(2), default=8, help="number of clients (at least 2)")

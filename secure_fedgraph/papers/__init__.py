@@ -36,6 +36,11 @@ WHY_NOT_RESUMABLE = {
     "fedstgd": "each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are not saved "
                "at round boundaries",
 }
+# plans whose privacy budget `secure-fedgraph sweep` can vary: the option holding the noise multiplier
+# (cnfgnn: DP on the uploaded hidden states; fedavg-gru: distributed DP inside the FedAvg sum)
+PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise"}
+# the centralised baseline a sweep draws beside a plan (runs/comparison.py's method names)
+CENTRALISED_METHOD = {"cnfgnn": "gru+gn-centralised", "fedavg-gru": "gru-centralised"}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}
 
 

@@ -36,6 +36,12 @@ class Plan(ABC):
         clients compare it with their own --min-dp-sigma."""
         return getattr(self.config, "dp_sigma", None)
 
+    @property
+    def ddp_noise(self) -> float | None:
+        """The distributed DP noise multiplier on the plan's model sums (None: the plan has no
+        such option; 0: off); clients compare it with their own --min-ddp-noise."""
+        return getattr(self.config, "ddp_noise", None)
+
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()
         if not isinstance(self.config, self.Config):

@@ -355,3 +355,20 @@ def test_a_client_keeps_its_own_dp_minimum_whatever_the_server_announces(start_s
     assert careful.returncode != 0
     assert "uploads activations with dp_sigma=0, below 1" in careful_output and "(--min-dp-sigma)" in careful_output
     assert metrics["clients_finished"] == 4 and set(metrics["dropped"]) == {"4"}
+
+
+def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon(start_server):
+    """threat_model.md DDP-FLOOR over real processes: fedavg-vector with distributed DP of
+    multiplier 0.5; a client requiring 1 (--min-ddp-noise 1) refuses the Welcome naming the
+    option, the others run on, and the server's metrics carry the run's epsilon."""
+    run = start_server(clients=5, plan="fedavg-vector", plan_options=("length=200", "rounds=1", "ddp_noise=0.5"),
+                       extra=("--join-timeout", "20"))  # the refusing client never joins: wait less for it
+    others, careful = run.client("0-3"), run.client("4", "--min-ddp-noise", "1")
+    _, metrics = run.finish()
+    assert others.wait(timeout=60) == 0
+    careful_output = careful.communicate(timeout=60)[0]
+    assert careful.returncode != 0
+    assert "sums its model with ddp_noise=0.5, and this client requires a noise multiplier of at least 1" in careful_output
+    assert "(--min-ddp-noise)" in careful_output
+    assert metrics["clients_finished"] == 4 and metrics["privacy"]["sums"][0]["contributors"] == 4
+    assert metrics["privacy"]["epsilon_max"] > 0

@@ -48,6 +48,10 @@ def keys(tmp_path_factory):
         (["run", "cnfgnn", "--out", "{tmp}/o", "--bogus"], "unrecognized arguments: --bogus"),
         (["run", "cnfgnn", "--out", "{tmp}/o", "--rounds", "x"], "secure-fedgraph run: error: argument --rounds: expected an integer, got 'x'"),
         (["server", "--plan", "fedavg-gru"], "the following arguments are required: --bind, --certs (see `secure-fedgraph server --help`)"),
+        (["sweep", "fedstgd", "--sigmas", "1", "--out", "{tmp}/o"], "plan fedstgd has no privacy option to sweep"),
+        (["sweep", "cnfgnn", "--sigmas", "1,0", "--out", "{tmp}/o"], "--sigmas: value must be a finite number > 0, got 0.0"),
+        (["sweep", "cnfgnn", "--sigmas", "1", "--seeds", "0,0", "--out", "{tmp}/o"], "--seeds must be distinct"),
+        (["sweep", "cnfgnn", "--sigmas", "1", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2_before_torch_is_imported(argv, message, keys, tmp_path):

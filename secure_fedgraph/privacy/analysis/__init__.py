@@ -1,7 +1,8 @@
 """Pure functions of a release history: epsilon from opacus' RDP accountant (:mod:`.rdp`) and
 from its PRV accountant (:mod:`.prv`), the noise multiplier that reaches a target
-(:mod:`.calibration`), and how many releases one member of a privacy unit takes part in
-(:mod:`.units`). No state lives here: :mod:`secure_fedgraph.privacy.accountant` keeps the
+(:mod:`.calibration`), how many releases one member of a privacy unit takes part in
+(:mod:`.units`), and the Skellam mechanism's RDP for distributed DP (:mod:`.skellam`, which
+the protocol's noise ledger imports itself). No state lives here: :mod:`secure_fedgraph.privacy.accountant` keeps the
 history and calls these.
 
 A history is opacus' own: a sequence of (noise multiplier sigma, sampling rate q, steps).
