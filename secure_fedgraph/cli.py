@@ -306,7 +306,8 @@ def _sweep(args: argparse.Namespace) -> int:
     plan = _plan(args)  # checks --rounds and --set against the plan before the first point starts
     forwarded = [*(("--rounds", str(args.rounds)) if args.rounds is not None else ()), *(f"--set={item}" for item in args.set or []),
                  "--backend", args.backend]
-    options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas), seeds=tuple(args.seeds), jobs=args.jobs, out=Path(args.out),
+    options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
+                           jobs=args.jobs, out=Path(args.out),
                            run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
                            data_dir=args.data_dir, centralised=not args.no_centralised)
     folder, failures = sweep(options, say=print)
@@ -470,12 +471,20 @@ def _preflight(args: argparse.Namespace) -> None:
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
     elif args.command == "sweep":
-        from secure_fedgraph.papers import PRIVACY_OPTION
+        from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, PRIVACY_OPTION
         import importlib.util
 
         if args.plan not in PRIVACY_OPTION:
             raise ConfigError(f"sweep: plan {args.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
-        args.sigmas = _numbers("--sigmas", args.sigmas, float, lambda v: positive_number("value", v))
+        if args.epsilons is not None and args.plan not in CALIBRATES_PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {args.plan} cannot calibrate {PRIVACY_OPTION[args.plan]} to a target epsilon (its epsilon depends "
+                              f"on the clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+        for option in ("sigmas", "epsilons"):
+            if getattr(args, option) is not None:
+                values = _numbers(f"--{option}", getattr(args, option), float, lambda v: positive_number("value", v))
+                if len(set(values)) != len(values):
+                    raise ConfigError(f"sweep: --{option} must be distinct, got {values}")
+                setattr(args, option, values)
         args.seeds = _numbers("--seeds", args.seeds, int, lambda v: positive("value", v, 0))
         if len(set(args.seeds)) != len(args.seeds):
             raise ConfigError(f"sweep: --seeds must be distinct, got {args.seeds}")
@@ -628,13 +637,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
                                 description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; fedavg-gru: "
-                                "distributed DP inside the FedAvg sum) once per noise multiplier and seed, each in its own process "
+                                "distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
+                                "calibrating its multiplier) and seed, each in its own process "
                                 "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
                                 "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
                                 "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
     sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
-    sweep.add_argument("--sigmas", required=True, metavar="S1,S2,...",
-                       help="noise multipliers, one private run each (per seed)")
+    points = sweep.add_mutually_exclusive_group(required=True)
+    points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
+    points.add_argument("--epsilons", metavar="E1,E2,...",
+                        help="target epsilons instead, one private run each (per seed) calibrating its noise multiplier with "
+                             "run --target-epsilon (cnfgnn only: fedavg-gru's distributed DP epsilon depends on the survivors)")
     sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
                        help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
     sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")

@@ -39,6 +39,9 @@ WHY_NOT_RESUMABLE = {
 # plans whose privacy budget `secure-fedgraph sweep` can vary: the option holding the noise multiplier
 # (cnfgnn: DP on the uploaded hidden states; fedavg-gru: distributed DP inside the FedAvg sum)
 PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise"}
+# plans that calibrate that option to a target epsilon before a run (`sweep --epsilons`, `run --target-epsilon`):
+# fedavg-gru's ddp_noise is not one, its epsilon depends on how many clients survive each sum
+CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn"})
 # the centralised baseline a sweep draws beside a plan (runs/comparison.py's method names)
 CENTRALISED_METHOD = {"cnfgnn": "gru+gn-centralised", "fedavg-gru": "gru-centralised"}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}

@@ -2,7 +2,9 @@
 
 One point is one ``secure-fedgraph run`` of the plan with its noise multiplier set to one of
 the sweep's sigmas (the plan's privacy option: CNFGNN's ``dp_sigma`` on the uploaded hidden
-states, FedAvg's ``ddp_noise`` inside the secure sum), per seed. Two references run beside
+states, FedAvg's ``ddp_noise`` inside the secure sum), per seed; or, with target epsilons, the
+run calibrates that multiplier itself (``run --target-epsilon E --calibrate OPTION``, opacus'
+search) and the sweep reads the multiplier it chose from the run's metrics. Two references run beside
 them per seed: the same plan without noise (non-private), and the centralised baseline on
 the same data and budget (``secure-fedgraph compare``'s method). Every point is its own process
 (up to ``jobs`` at once), writes its own run folder, and the sweep reads each one's
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.papers import CENTRALISED_METHOD, PRIVACY_OPTION
+from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, CENTRALISED_METHOD, PRIVACY_OPTION
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
@@ -40,6 +42,8 @@ class SweepOptions:
     Attributes:
         plan: a plan with a privacy option (papers.PRIVACY_OPTION).
         sigmas: noise multipliers, one private point each (per seed).
+        epsilons: target epsilons instead, one private point each (per seed), the run calibrating
+            its noise multiplier (plans in papers.CALIBRATES_PRIVACY_OPTION).
         seeds: run seeds; each gives one point per sigma and its own references.
         jobs: points running at once (each a process).
         out: the sweep folder (``points/`` holds every run folder).
@@ -50,8 +54,9 @@ class SweepOptions:
     """
 
     plan: str
-    sigmas: tuple[float, ...]
     out: Path
+    sigmas: tuple[float, ...] = ()
+    epsilons: tuple[float, ...] = ()
     seeds: tuple[int, ...] = (0,)
     jobs: int = 1
     run_options: tuple[str, ...] = ()
@@ -62,8 +67,14 @@ class SweepOptions:
     def __post_init__(self) -> None:
         if self.plan not in PRIVACY_OPTION:
             raise ConfigError(f"sweep: plan {self.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
-        if not self.sigmas or any(not (math.isfinite(s) and s > 0) for s in self.sigmas):
-            raise ConfigError(f"sweep: --sigmas must be numbers > 0, got {list(self.sigmas)}")
+        if bool(self.sigmas) == bool(self.epsilons):
+            raise ConfigError("sweep: give --sigmas or --epsilons (one of them)")
+        for option, values in (("--sigmas", self.sigmas), ("--epsilons", self.epsilons)):
+            if any(not (math.isfinite(v) and v > 0) for v in values) or len(set(values)) != len(values):
+                raise ConfigError(f"sweep: {option} must be distinct numbers > 0, got {list(values)}")
+        if self.epsilons and self.plan not in CALIBRATES_PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {self.plan} cannot calibrate {PRIVACY_OPTION[self.plan]} to a target epsilon; use --sigmas "
+                              f"(plans that can: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"sweep: --seeds must be distinct, got {list(self.seeds)}")
         if self.jobs < 1:
@@ -72,17 +83,20 @@ class SweepOptions:
 
 @dataclass(frozen=True)
 class Point:
-    """One run of the sweep: its kind (private, non-private, centralised), sigma, seed, folder, command."""
+    """One run of the sweep: its kind (private, non-private, centralised), sigma or target
+    epsilon (a private point has one of them), seed, folder, command."""
 
     kind: str
     sigma: float | None
     seed: int
     folder: Path
     command: tuple[str, ...]
+    target: float | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.kind}{'' if self.sigma is None else f' sigma={self.sigma:g}'} seed={self.seed}"
+        setting = f" sigma={self.sigma:g}" if self.sigma is not None else f" target epsilon={self.target:g}" if self.target is not None else ""
+        return f"{self.kind}{setting} seed={self.seed}"
 
 
 def _cli(*args: str) -> tuple[str, ...]:
@@ -108,6 +122,11 @@ def points(options: SweepOptions) -> list[Point]:
             folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"
             out.append(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
                                                                   "--set", f"seed={seed}", "--set", f"{knob}={sigma!r}")))
+        for epsilon in options.epsilons:
+            folder = options.out / "points" / f"epsilon-{epsilon:g}-seed{seed}"
+            out.append(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                                 "--set", f"seed={seed}", "--target-epsilon", repr(epsilon),
+                                                                 "--calibrate", knob), target=epsilon))
     return out
 
 
@@ -127,9 +146,13 @@ def read_point(point: Point) -> dict[str, Any]:
         metrics = json.loads((point.folder / "metrics.json").read_text())
     metric = "test_rmse" if "test_rmse" in metrics else "test_acc"
     privacy = metrics.get("privacy") or {}
+    sigma = point.sigma
+    if point.target is not None:  # the multiplier the run's calibration chose
+        sigma = float(metrics["config"]["config"][PRIVACY_OPTION[metrics["plan"]]])
     return {
         "kind": point.kind,
-        "sigma": "" if point.sigma is None else point.sigma,
+        "target_epsilon": "" if point.target is None else point.target,
+        "sigma": "" if sigma is None else sigma,
         "seed": point.seed,
         "metric": metric,
         "value": metrics[metric],
@@ -184,7 +207,7 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
     return [rows[i] for i in sorted(rows)], failures
 
 
-COLUMNS = ("kind", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "seconds", "run")
+COLUMNS = ("kind", "target_epsilon", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "seconds", "run")
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -200,23 +223,34 @@ def _mean_sd(values: Sequence[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
+def _settings(rows: Sequence[dict[str, Any]], options: SweepOptions) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The private rows per sweep setting, most private first: (label, rows) per sigma, or per target epsilon."""
+    private = [r for r in rows if r["kind"] == "private"]
+    if options.epsilons:
+        groups = [(f"ε ≤ {e:g}", [r for r in private if r["target_epsilon"] == e]) for e in sorted(options.epsilons)]
+    else:
+        groups = [(f"σ={s:g}", [r for r in private if r["sigma"] == s]) for s in sorted(options.sigmas, reverse=True)]
+    return [(label, mine) for label, mine in groups if mine]
+
+
 def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
-    """The sweep as a table: per sigma the epsilon and the metric over seeds; the references below."""
+    """The sweep as a table: per sigma (or target epsilon) the epsilon and the metric over seeds; the references below."""
     metric = rows[0]["metric"] if rows else "test_rmse"
     name = {"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric)
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
-    lines = [f"| noise multiplier ({PRIVACY_OPTION[options.plan]}) | epsilon, RDP (delta {delta}) | epsilon, PRV | {name} | seeds |",
-             "|---|---|---|---|---|"]
-    for sigma in sorted(options.sigmas, reverse=True):
-        mine = [r for r in rows if r["kind"] == "private" and r["sigma"] == sigma]
-        if mine:
-            prv = [float(r["epsilon_prv"]) for r in mine if r["epsilon_prv"] != ""]
-            lines.append(f"| {sigma:g} | {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd(prv) if len(prv) == len(mine) else '—'} "
-                         f"| {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+    knob = PRIVACY_OPTION[options.plan]
+    target = "| target epsilon " if options.epsilons else ""
+    lines = [f"{target}| noise multiplier ({knob}{', calibrated' if options.epsilons else ''}) | epsilon, RDP (delta {delta}) "
+             f"| epsilon, PRV | {name} | seeds |", "|---" * (6 if options.epsilons else 5) + "|"]
+    for _, mine in _settings(rows, options):
+        prv = [float(r["epsilon_prv"]) for r in mine if r["epsilon_prv"] != ""]
+        setting = f"| {mine[0]['target_epsilon']:g} | {_mean_sd([float(r['sigma']) for r in mine])} " if options.epsilons else f"| {mine[0]['sigma']:g} "
+        lines.append(f"{setting}| {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd(prv) if len(prv) == len(mine) else '—'} "
+                     f"| {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
     for kind, label in (("non-private", "no noise (non-private)"), ("centralised", f"centralised ({CENTRALISED_METHOD.get(options.plan)})")):
         mine = [r for r in rows if r["kind"] == kind]
         if mine:
-            lines.append(f"| {label} | ∞ | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+            lines.append(f"{'| ∞ ' if options.epsilons else ''}| {label} | ∞ | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
     better = "lower is better" if metric == "test_rmse" else "higher is better"
     lines.append(f"\n{options.plan}, {name} ({better}); epsilon per client (the largest over clients; RDP is the run's guarantee, "
                  "PRV where the run reports it), mean ± sd over seeds; "
@@ -239,16 +273,13 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
         mine = [r for r in private if r["seed"] == seed]
         ax.scatter([float(r["epsilon"]) for r in mine], [r["value"] for r in mine], marker=MARKERS[i % len(MARKERS)], color="C0",
                    alpha=0.8, label=f"seed {seed}")
-    means = []
-    for sigma in options.sigmas:
-        mine = [r for r in private if r["sigma"] == sigma]
-        if mine:
-            means.append((statistics.mean(float(r["epsilon"]) for r in mine), statistics.mean(r["value"] for r in mine), sigma))
-    means.sort()
+    finite = {id(r) for r in private}
+    means = sorted((statistics.mean(float(r["epsilon"]) for r in mine), statistics.mean(r["value"] for r in mine), label)
+                   for label, all_mine in _settings(rows, options) if (mine := [r for r in all_mine if id(r) in finite]))
     if means:
         ax.plot([m[0] for m in means], [m[1] for m in means], color="C0", linewidth=1)
-        for eps, value, sigma in means:
-            ax.annotate(f"σ={sigma:g}", (eps, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        for eps, value, label in means:
+            ax.annotate(label, (eps, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
     for kind, color, label in (("non-private", "C2", "non-private (no noise)"), ("centralised", "C3", "centralised")):
         mine = [r["value"] for r in rows if r["kind"] == kind]
         if mine:
@@ -257,7 +288,8 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
     ax.set_xlabel(f"epsilon per client (delta {delta})")
     ax.set_ylabel({"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric))
-    ax.set_title(f"{options.plan}: {PRIVACY_OPTION[options.plan]} sweep", fontsize=10)
+    ax.set_title(f"{options.plan}: {PRIVACY_OPTION[options.plan]} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)

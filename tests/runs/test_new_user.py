@@ -51,6 +51,9 @@ def keys(tmp_path_factory):
         (["sweep", "fedstgd", "--sigmas", "1", "--out", "{tmp}/o"], "plan fedstgd has no privacy option to sweep"),
         (["sweep", "cnfgnn", "--sigmas", "1,0", "--out", "{tmp}/o"], "--sigmas: value must be a finite number > 0, got 0.0"),
         (["sweep", "cnfgnn", "--sigmas", "1", "--seeds", "0,0", "--out", "{tmp}/o"], "--seeds must be distinct"),
+        (["sweep", "fedavg-gru", "--epsilons", "4", "--out", "{tmp}/o"], "plan fedavg-gru cannot calibrate ddp_noise to a target epsilon"),
+        (["sweep", "cnfgnn", "--epsilons", "4,4", "--out", "{tmp}/o"], "--epsilons must be distinct"),
+        (["sweep", "cnfgnn", "--epsilons", "4", "--sigmas", "1", "--out", "{tmp}/o"], "not allowed with argument"),
         (["sweep", "cnfgnn", "--sigmas", "1", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
     ],
 )

@@ -38,3 +38,20 @@ def test_a_sweep_writes_its_csv_table_and_plot_from_the_runs_metrics(tmp_path):
     table = (out / "sweep.md").read_text()
     assert "| 4 | " in table and "| 0.5 | " in table and "no noise (non-private)" in table and "centralised (gru-centralised)" in table
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_epsilon_sweep_calibrates_each_point_and_reports_the_multiplier_it_chose(tmp_path):
+    """`sweep cnfgnn --epsilons E`: the run calibrates dp_sigma (run --target-epsilon) and the
+    sweep's row carries that multiplier and an epsilon at most the target, close below it."""
+    out = tmp_path / "sweep"
+    tiny = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "gn_hidden=8",
+            "--set", "gn_update=4", "--set", "max_local_steps=1", "--set", "batch_size=8")
+    assert main(["sweep", "cnfgnn", "--epsilons", "3", "--no-centralised", "--jobs", "2", "--out", str(out), *tiny]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert [(r["kind"], r["target_epsilon"]) for r in rows] == [("non-private", ""), ("private", "3.0")]
+    metrics = json.loads((out / "points" / "epsilon-3-seed0" / "metrics.json").read_text())
+    chosen = metrics["config"]["config"]["dp_sigma"]
+    assert chosen > 0 and float(rows[1]["sigma"]) == chosen  # the multiplier the run's calibration chose
+    assert 2.9 <= float(rows[1]["epsilon"]) <= 3.0 and float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"]
+    table = (out / "sweep.md").read_text()
+    assert "| target epsilon | noise multiplier (dp_sigma, calibrated) |" in table and f"| 3 | {chosen:.3f} | " in table
