@@ -47,7 +47,8 @@ def _client_policy(args: argparse.Namespace):
 
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
-                        min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise, max_rekeys_per_round=args.max_rekeys)
+                        min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise,
+                        min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -621,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
                              "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
+    policy.add_argument("--min-dpsgd-sigma", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
+                        help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "
+                             "--set dpsgd_sigma=S on the server); default 0: accept training without DP-SGD (threat_model.md DP-SGD-FLOOR)")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")

@@ -29,6 +29,7 @@ OPTION = {
     "backends": "--backend",
     "min_dp_sigma": "--min-dp-sigma",
     "min_ddp_noise": "--min-ddp-noise",
+    "min_dpsgd_sigma": "--min-dpsgd-sigma",
     "max_rekeys_per_round": "--max-rekeys",
 }
 
@@ -51,6 +52,8 @@ class ClientPolicy:
         min_ddp_noise: the least distributed-DP noise multiplier (SumSpec.noise, over the
             expected contributors) on the sums a plan marks private (its model: FedAvg's
             weights); 0 accepts those sums without noise, as every sum is by default.
+        min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
+            (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
     """
 
@@ -61,6 +64,7 @@ class ClientPolicy:
     backends: frozenset[Backend] = frozenset({Backend.MASK})
     min_dp_sigma: float = 1.0
     min_ddp_noise: float = 0.0
+    min_dpsgd_sigma: float = 0.0
     max_rekeys_per_round: int = 4
 
     def __post_init__(self) -> None:
@@ -74,7 +78,7 @@ class ClientPolicy:
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not self.backends or not all(isinstance(b, Backend) for b in self.backends):
             raise ConfigError(f"backends must be a non-empty set of Backend, got {self.backends!r}")
-        for name in ("min_dp_sigma", "min_ddp_noise"):
+        for name in ("min_dp_sigma", "min_ddp_noise", "min_dpsgd_sigma"):
             s = getattr(self, name)
             if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {s!r}")
@@ -101,7 +105,7 @@ class ClientPolicy:
 
     # --- checks ----------------------------------------------------------------------------
     def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None,
-                  ddp_noise: float | None = None) -> None:
+                  ddp_noise: float | None = None, dpsgd_sigma: float | None = None) -> None:
         """A run's configuration, as a Welcome announces it (before anything is sent).
 
         Raises:
@@ -123,6 +127,10 @@ class ClientPolicy:
             offered = "has no distributed DP on its model sums" if ddp_noise is None else f"sums its model with ddp_noise={ddp_noise:g}"
             raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
                                "(start the server with --set ddp_noise=...)", "min_ddp_noise")
+        if self.min_dpsgd_sigma > 0 and (dpsgd_sigma or 0.0) < self.min_dpsgd_sigma:
+            offered = "has no DP-SGD in its local training" if dpsgd_sigma is None else f"trains with dpsgd_sigma={dpsgd_sigma:g}"
+            raise self._refuse(f"the plan {offered}, and this client requires a DP-SGD noise multiplier of at least {self.min_dpsgd_sigma:g} "
+                               "(start the server with --set dpsgd_sigma=...)", "min_dpsgd_sigma")
 
     def check_noise(self, spec: SumSpec, *, live: int, private: bool) -> None:
         """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),

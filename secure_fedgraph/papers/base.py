@@ -42,6 +42,12 @@ class Plan(ABC):
         such option; 0: off); clients compare it with their own --min-ddp-noise."""
         return getattr(self.config, "ddp_noise", None)
 
+    @property
+    def dpsgd_sigma(self) -> float | None:
+        """The DP-SGD noise multiplier of the plan's local training (None: the plan has no DP-SGD;
+        0: off); clients compare it with their own --min-dpsgd-sigma."""
+        return getattr(self.config, "dpsgd_sigma", None)
+
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()
         if not isinstance(self.config, self.Config):

@@ -10,11 +10,13 @@ import torch
 from torch import nn
 
 from secure_fedgraph.models import GRUSeq2Seq
+from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.privacy import NoiseSource, PrivacyAccountant, Steps, rdp_epsilon
 from secure_fedgraph.privacy.mechanisms import dpsgd
 from secure_fedgraph.privacy.mechanisms.dpsgd import DPSGD, Twin
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import defence_stops
 
@@ -131,3 +133,33 @@ def test_a_target_epsilon_calibrates_dpsgd():
     plan = FedAvgGRU(FedAvgGRUConfig(**TINY)).calibrated(2.0)
     privacy = simulate(plan, SecureSumConfig(backend=Backend.PLAIN)).metrics["privacy"]
     assert 2.0 - 0.01 <= privacy["epsilon_max"] <= 2.0
+
+
+def test_attack_a_server_announcing_training_without_dpsgd_to_a_client_that_requires_it(monkeypatch):
+    """DP-SGD-FLOOR: a deviating server announces fedavg-gru with dpsgd_sigma 0 to a client
+    started with --min-dpsgd-sigma 1. The client's Welcome check refuses it; without the check
+    the client would train as announced, and its single-sample update gives the sample away."""
+    announced = FedAvgGRU(FedAvgGRUConfig(**TINY))  # no DP-SGD
+    policy = ClientPolicy(min_dp_sigma=0.0, min_dpsgd_sigma=1.0)
+    x, y = torch.tensor([[3.0, -1.0, 2.0, 0.5]]), torch.tensor([7.0])
+
+    def attack() -> bool:
+        try:
+            policy.check_run(SecureSumConfig(), n_run=3, dpsgd_sigma=announced.dpsgd_sigma)
+        except ProtocolError:
+            return False
+        if announced.dpsgd_sigma:  # the client trains as announced: DP-SGD (client_mechanism) or plain steps
+            before, after, _ = _one_step(x, y, sigma=announced.dpsgd_sigma, clip=1.0, rate=1.0, noise=NoiseSource())
+            update_w, update_b = (before.weight - after.weight).detach(), (before.bias - after.bias).detach()
+        else:
+            model = nn.Linear(4, 1)
+            nn.functional.mse_loss(model(x).squeeze(1), y).backward()
+            update_w, update_b = model.weight.grad, model.bias.grad
+        return bool(torch.allclose(update_w[0] / update_b[0], x[0], rtol=1e-3))
+
+    with pytest.raises(ProtocolError, match=r"trains with dpsgd_sigma=0, and this client requires .* at least 1 .*\(--min-dpsgd-sigma\)"):
+        policy.check_run(SecureSumConfig(), n_run=3, dpsgd_sigma=0.0)
+    with pytest.raises(ProtocolError, match=r"has no DP-SGD in its local training"):
+        policy.check_run(SecureSumConfig(), n_run=3, dpsgd_sigma=None)  # fedavg-vector: no DP-SGD option at all
+    policy.check_run(SecureSumConfig(), n_run=3, dpsgd_sigma=1.0)  # enough noise: accepted
+    defence_stops(attack, monkeypatch, ClientPolicy, "check_run", lambda self, config, **kw: None)
