@@ -1,0 +1,306 @@
+"""Checkers of the secure-sum claims (threat_model.md sections plain, mask and ckks) that a
+run's transcripts can show. Server-only: what the server received. With client transcripts:
+also the clients' plaintext contributions, so sums and probes are checked against ground truth.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from scipy import stats
+
+from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict, with_plot
+from secure_fedgraph.audit.replay import RunView, SumAttempt
+from secure_fedgraph.protocol.secure_sum import messages as sm
+
+
+def _inputs_of(view: RunView) -> list[tuple[SumAttempt, int, sm.InputResponse]]:
+    return [(a, c, m) for a in view.sums for c, m in a.inputs.items()]
+
+
+@checks("M-UNIFORM")
+def masked_uploads_are_uniform(view: RunView) -> Finding:
+    """Per sum, pool every client's masked upload: a chi-square over their bytes, and (with
+    client records) the correlation of the masked values with the plaintexts, in standard errors."""
+    if view.backend == "ckks":
+        return not_applicable("M-UNIFORM", "ckks backend: the server received ciphertexts (C-* claims), not masked ring elements")
+    inputs = _inputs_of(view)
+    if not inputs:
+        return not_applicable("M-UNIFORM", "the run has no secure sums")
+    clear = [(a, c) for a, c, m in inputs if a.request.encoding is None]
+    if clear:
+        return failed("M-UNIFORM", f"{len(clear)} of {len(inputs)} secure-sum inputs were plain float tensors, not masked ring elements "
+                                   f"({view.backend} backend)", plain_inputs=len(clear))
+    worst_p, worst_ratio, tested_p, tested_r = 1.0, 0.0, 0, 0
+    pooled_bytes = []
+    pairs_all: list[tuple[np.ndarray, np.ndarray]] = []
+    for attempt in view.sums:
+        payloads = [(c, m.payload) for c, m in attempt.inputs.items() if m.payload is not None]
+        if not payloads:
+            continue
+        pooled = np.concatenate([np.frombuffer(y.tobytes(), dtype=np.uint8) for _, y in payloads])
+        if pooled.size >= 256 * 20:  # at least ~20 expected counts per byte value
+            worst_p = min(worst_p, float(stats.chisquare(np.bincount(pooled, minlength=256)).pvalue))
+            tested_p += 1
+        pooled_bytes.append(pooled[: 1 << 16])
+        pairs = []
+        for c, y in payloads:
+            x = view.contribution(attempt, c)
+            if x is not None:
+                pairs.append((y[: x.size].astype(np.float64), x))
+        if pairs:
+            ys, xs = np.concatenate([y for y, _ in pairs]), np.concatenate([x for _, x in pairs])
+            pairs_all.append((ys[:5000], xs[:5000]))
+            if xs.size >= 100 and xs.std() > 0:
+                r = float(np.corrcoef(ys, xs)[0, 1])
+                worst_ratio = max(worst_ratio, abs(r) * np.sqrt(xs.size))
+                tested_r += 1
+    evidence = (f"{len(inputs)} masked uploads in {len(view.sums)} sums; smallest chi-square p-value over a sum's bytes "
+                f"{worst_p:.3g} ({tested_p} sums large enough to test; limit 1e-6)")
+    if tested_r:
+        evidence += f"; largest correlation with the clients' plaintexts {worst_ratio:.2f} standard errors ({tested_r} sums; limit 5)"
+    else:
+        evidence += "; correlation with the plaintexts not tested (no client audit records)"
+    finding = verdict("M-UNIFORM", worst_p > 1e-6 and worst_ratio < 5, evidence, smallest_p=worst_p, largest_correlation_se=worst_ratio,
+                      sums_tested=tested_p)
+    return with_plot(finding, "uniformity", (np.concatenate(pooled_bytes) if pooled_bytes else np.zeros(0, np.uint8), pairs_all))
+
+
+@checks("M-NOPLAIN")
+def no_input_in_the_clear(view: RunView) -> Finding:
+    """Structure (server-only): every secure-sum input arrived masked or encrypted. Probe (with
+    client records): no client's plaintext contribution occurs in the bytes the server received
+    from that client (as float32 or float64), so the probe is not blind where they do (plain)."""
+    inputs = _inputs_of(view)
+    if not inputs:
+        return not_applicable("M-NOPLAIN", "the run has no secure sums")
+    clear = sum(1 for a, _, m in inputs if a.request.encoding is None and not m.ciphertexts)
+    probe = plaintext_probe(view)
+    if clear:
+        return failed("M-NOPLAIN", f"{clear} of {len(inputs)} secure-sum inputs reached the server in the clear ({view.backend} backend: "
+                                   f"P-CLEAR){probe.sentence}", clear_inputs=clear, **probe.details)
+    kinds = "ciphertexts" if view.backend == "ckks" else "masked ring elements"
+    if probe.found:
+        return failed("M-NOPLAIN", f"every input was {kinds}, yet{probe.sentence}", **probe.details)
+    released = sum(len(a.released) for a in view.sums)
+    extra = f"; {released} released sums (aggregates the plan asked the clients to release)" if released else ""
+    return passed("M-NOPLAIN", f"all {len(inputs)} secure-sum inputs the server received were {kinds}{extra}{probe.sentence}", **probe.details)
+
+
+class _Probe:
+    def __init__(self, searched: int, found: int, contributions: int) -> None:
+        self.searched, self.found, self.contributions = searched, found, contributions
+
+    @property
+    def sentence(self) -> str:
+        if not self.contributions:
+            return ""
+        return (f"; plaintext probe: {self.found} of {self.contributions} client contributions found in the bytes the server received "
+                f"from their clients ({self.searched} probes, float32 and float64)")
+
+    @property
+    def details(self) -> dict:
+        return {"probe_contributions": self.contributions, "probe_found": self.found}
+
+
+def plaintext_probe(view: RunView, *, names: set[str] | None = None) -> _Probe:
+    """Search the bytes the server received from each client for runs of 4 consecutive values of
+    that client's plaintext contributions (only sums named in ``names``, if given)."""
+    haystacks = {c: b"".join(parts) for c, parts in view.received_bytes.items()}
+    searched = found = contributions = 0
+    for attempt in view.sums:
+        if names is not None and attempt.name not in names:
+            continue
+        for client in attempt.inputs:
+            x = view.contribution(attempt, client)
+            if x is None:
+                continue
+            contributions += 1
+            hay = haystacks.get(client, b"")
+            hit = False
+            for start in _probe_starts(x):
+                window = x[start : start + 4]
+                searched += 1
+                if window.astype(np.float32).tobytes() in hay or window.astype(np.float64).tobytes() in hay:
+                    hit = True
+                    break
+            found += hit
+    return _Probe(searched, found, contributions)
+
+
+def _probe_starts(x: np.ndarray, count: int = 3) -> list[int]:
+    """Starts of up to ``count`` runs of 4 values that are not all zero (zeros prove nothing)."""
+    starts = [i for i in range(0, max(0, x.size - 3), max(1, x.size // 16)) if np.count_nonzero(x[i : i + 4]) >= 2]
+    return starts[:count]
+
+
+@checks("P-CLEAR")
+def plain_shows_every_input(view: RunView) -> Finding:
+    if view.backend != "plain":
+        return not_applicable("P-CLEAR", f"{view.backend} backend")
+    inputs = _inputs_of(view)
+    probe = plaintext_probe(view)
+    evidence = f"as stated: the server received {len(inputs)} secure-sum inputs as plain float tensors{probe.sentence}"
+    return verdict("P-CLEAR", not probe.contributions or probe.found == probe.contributions, evidence, **probe.details)
+
+
+@checks("M-SUM")
+def aggregates_equal_plaintext_sums(view: RunView) -> Finding:
+    if view.backend != "mask":
+        return not_applicable("M-SUM", f"{view.backend} backend (C-SUM covers ckks)")
+    return _sums_equal(view, "M-SUM")
+
+
+@checks("C-SUM")
+def released_sums_equal_plaintext_sums(view: RunView) -> Finding:
+    if view.backend != "ckks":
+        return not_applicable("C-SUM", f"{view.backend} backend")
+    return _sums_equal(view, "C-SUM")
+
+
+def _sums_equal(view: RunView, claim: str) -> Finding:
+    """Every aggregate the server holds in the clear (mask: each delivered ring sum, decoded;
+    ckks: each sum the clients released) against the float64 sum of the contributors' clipped
+    plaintexts, within the stated bound."""
+    if not view.with_clients:
+        return not_applicable(claim, "needs the clients' audit records (client --transcript DIR --audit, or run --transcript) as ground truth")
+    checked, worst, failures, skipped, kept = 0, 0.0, [], 0, 0
+    for attempt in view.sums:
+        if attempt.deliver is None:
+            continue
+        if claim == "M-SUM" and attempt.deliver.aggregate is None:
+            kept += 1  # a server-only sum: the server unmasked it and delivered only its contributor set
+            continue
+        parts = [view.contribution(attempt, c) for c in attempt.contributors]
+        if any(p is None for p in parts) or not parts:
+            skipped += 1
+            continue
+        request = attempt.request
+        if claim == "M-SUM":
+            clip = request.encoding.clip_range
+            truth = np.sum([np.clip(p, -clip, clip) for p in parts], axis=0)
+            values = request.encoding.decode_sum(np.ascontiguousarray(attempt.deliver.aggregate[: request.spec.size]))
+            bound = request.encoding.error_bound(len(parts))
+        else:
+            if not attempt.released:
+                continue
+            clip = float(view.config["secure_sum"]["ckks"]["clip_range"]) if request.spec.clip_range is None else request.spec.clip_range
+            truth = np.sum([np.clip(p, -clip, clip) for p in parts], axis=0)
+            released = next(iter(attempt.released.values()))
+            values = request.spec.flatten(released).astype(np.float64)
+            bound = 1e-3 * max(1.0, float(np.abs(truth).max()))  # released values are rounded to the sum's stated error (C-RELEASE)
+        error = float(np.max(np.abs(values - truth), initial=0.0))
+        worst = max(worst, error / bound if bound else 0.0)
+        checked += 1
+        if error > bound:
+            failures.append(f"{attempt.name} (round {attempt.round}): error {error:.3g} > bound {bound:.3g}")
+    also = f"; {kept} server-only sums (their aggregate stays in the server, not in its transcript)" if kept else ""
+    if not checked:
+        return not_applicable(claim, f"no delivered aggregate to check against its contributors' records ({skipped} lacked some){also}")
+    if failures:
+        return failed(claim, "; ".join(failures[:3]) + (f" and {len(failures) - 3} more" if len(failures) > 3 else ""), sums=checked)
+    return passed(claim, f"{checked} aggregates equal the plaintext sums of their contributors (largest error {worst:.2f} of its bound){also}",
+                  sums=checked, largest_error_of_bound=worst)
+
+
+@checks("M-DROPOUT")
+def sums_need_their_survivors(view: RunView) -> Finding:
+    """Every delivered sum has at least the announced min_survivors contributors; sums the
+    server could not finish were never delivered (listed, with re-keys, in the report)."""
+    if view.backend != "mask":
+        return not_applicable("M-DROPOUT", f"{view.backend} backend")
+    floors = {(s, r): a.min_survivors for s, r, a in view.advertised}
+    low = [a for a in view.sums if a.deliver is not None and len(a.contributors) < floors.get((a.session, a.round), 0)]
+    delivered = [a for a in view.sums if a.deliver is not None]
+    undelivered = [a for a in view.sums if a.deliver is None]
+    dropped_in = [a for a in delivered if len(a.contributors) < len(a.asked)]
+    evidence = (f"{len(delivered)} sums delivered, each with at least its announced floor of contributors; {len(dropped_in)} of them "
+                f"completed without some clients asked; {len(undelivered)} started but never delivered "
+                f"({sum(a.status == 'redone' for a in undelivered)} redone after a re-key)")
+    if low:
+        evidence = "; ".join(f"{a.name} (round {a.round}) delivered with {len(a.contributors)} contributors, below its floor" for a in low[:3])
+    return verdict("M-DROPOUT", not low, evidence, delivered=len(delivered), undelivered=len(undelivered))
+
+
+@checks("M-BOTH")
+def never_both_secrets(view: RunView) -> Finding:
+    """Per key epoch: no client has both its self-mask revealed (its own unmask answer, or seed
+    shares from others) and shares of its mask key revealed."""
+    if view.backend != "mask":
+        return not_applicable("M-BOTH", f"{view.backend} backend")
+    seed: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)
+    key: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)
+    for epoch, client, message in view.reveals:
+        if isinstance(message, sm.UnmaskResponse):
+            if message.self_mask_key:
+                seed[epoch].add(client)
+            key[epoch].update(s.owner for s in message.mask_key_shares)
+        else:
+            seed[epoch].update(s.owner for s in message.self_seed_shares)
+    both = {e: seed[e] & key[e] for e in seed if seed[e] & key[e]}
+    if not view.reveals:
+        return not_applicable("M-BOTH", "no unmask step in the run (streaming sums only, or no sums)")
+    mask_keys = sum(len(v) for v in key.values())
+    return verdict("M-BOTH", not both, f"{len(view.reveals)} unmask and recovery answers in {len(seed | key)} key epochs; mask-key shares "
+                   f"revealed for {mask_keys} client-epochs, none of whose self-mask was revealed" if not both else
+                   f"clients {sorted(set().union(*both.values()))} had both secrets revealed in one key epoch")
+
+
+@checks("M-ONCE")
+def one_input_per_sum_index(view: RunView) -> Finding:
+    """No client masked two inputs under one (key epoch, sum index)."""
+    if view.backend != "mask":
+        return not_applicable("M-ONCE", f"{view.backend} backend")
+    seen: dict[tuple[bytes, int, int, int, int], int] = defaultdict(int)
+    for attempt in view.sums:
+        for client in attempt.inputs:
+            seen[(attempt.session, attempt.round, attempt.epoch, attempt.sum_index, client)] += 1
+    twice = [k for k, n in seen.items() if n > 1]
+    if not seen:
+        return not_applicable("M-ONCE", "the run has no secure sums")
+    return verdict("M-ONCE", not twice, f"{len(seen)} masked inputs, each the only one of its client under its (key epoch, sum index)"
+                   if not twice else f"{len(twice)} (key epoch, sum index) pairs got two inputs from one client, e.g. client {twice[0][4]}")
+
+
+@checks("M-STREAM")
+def streaming_sums_are_all_or_nothing(view: RunView) -> Finding:
+    if view.backend != "mask":
+        return not_applicable("M-STREAM", f"{view.backend} backend")
+    streaming = [a for a in view.sums if a.streaming]
+    if not streaming:
+        return not_applicable("M-STREAM", "no sum took the streaming variant")
+    partial = [a for a in streaming if a.deliver is not None and set(a.contributors) != set(a.asked)]
+    abandoned = sum(a.deliver is None for a in streaming)
+    return verdict("M-STREAM", not partial, f"{len(streaming)} streaming sums; every delivered one holds every live client's input; "
+                   f"{abandoned} abandoned after a dropout" if not partial else
+                   f"{len(partial)} streaming sums were delivered without every live client, e.g. {partial[0].name} (round {partial[0].round})")
+
+
+@checks("M-RANGE")
+def sums_fit_the_ring(view: RunView) -> Finding:
+    """Every delivered mask sum fits its ring: n * max code < 2^(ring_bits-1); clipping is counted."""
+    if view.backend != "mask":
+        return not_applicable("M-RANGE", f"{view.backend} backend")
+    delivered = [a for a in view.sums if a.deliver is not None and a.request.encoding is not None]
+    if not delivered:
+        return not_applicable("M-RANGE", "no mask sum was delivered")
+    unfit = [a for a in delivered if not a.request.encoding.fits(len(a.contributors))]
+    clipped = sum(int(a.deliver.clipped or 0) for a in delivered)
+    return verdict("M-RANGE", not unfit, f"{len(delivered)} delivered sums fit their ring for their contributors; {clipped} input values "
+                   "were clipped, counted in the deliveries" if not unfit else f"{len(unfit)} sums could overflow their ring", clipped=clipped)
+
+
+@checks("C-PUBLIC")
+def server_context_is_public(view: RunView) -> Finding:
+    if view.backend != "ckks":
+        return not_applicable("C-PUBLIC", f"{view.backend} backend")
+    if not view.key_deals:
+        return not_applicable("C-PUBLIC", "no key deal in the transcript")
+    import tenseal as ts
+
+    secret = 0
+    for deal in view.key_deals:
+        context = ts.context_from(deal.public_context)
+        secret += bool(context.has_secret_key() or context.is_private())
+    return verdict("C-PUBLIC", not secret, f"{len(view.key_deals)} public contexts the server received; {secret} hold a secret key")
