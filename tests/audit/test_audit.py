@@ -21,6 +21,7 @@ from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
+from tests.helpers import HZMETRO_DIR, needs_hzmetro
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CNFGNN_TINY = dict(sensors=8, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=40, batch_size=16, server_batch_size=12, rounds=1)
@@ -146,3 +147,20 @@ def test_write_report_gives_markdown_json_and_figures(rekeyed, tmp_path):
     assert "| M-SUM | PASS |" in markdown and "## Sums the server started" in markdown and "| 0 | 3 | 0 | input | silent |" in markdown
     for name in ("m-uniform-uniformity.png", "sums.png"):
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({name})" in markdown
+
+
+@needs_hzmetro
+@pytest.mark.parametrize("backend", ["plain", "mask"])
+def test_fedstgd_sums_are_audited_and_plain_fails_st_sums(backend, tmp_path):
+    """FedSTGD's P/Q sums (streaming with mask): ST-SUMS and M-STREAM pass with mask; with plain
+    the server holds every client's P/Q terms, so ST-SUMS fails."""
+    from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
+
+    config = FedSTGDConfig(clients=3, rounds=1, hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=16, batch_size=8, eval_batch_size=16)
+    simulate(FedSTGD(config), SecureSumConfig(backend=Backend(backend)), data_dir=HZMETRO_DIR, transcripts=tmp_path)
+    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    if backend == "plain":
+        assert "ST-SUMS" in report.failed and "M-NOPLAIN" in report.failed
+    else:
+        assert report.passed and report.finding("ST-SUMS").verdict is Verdict.PASS
+        assert report.finding("M-STREAM").verdict is Verdict.PASS and sum(s["streaming"] for s in report.sums) > 0
