@@ -81,13 +81,22 @@ Checker = Callable[[RunView], Finding]
 CHECKERS: dict[str, Checker] = {}
 
 
-def checks(claim: str) -> Callable[[Checker], Checker]:
-    """Register the checker of ``claim`` (one per claim ID)."""
+def checks(claim: str, *, backends: frozenset[str] | set[str] | None = None, plans: set[str] | None = None) -> Callable[[Checker], Checker]:
+    """Register the checker of ``claim`` (one per claim ID). A claim about some backends or
+    plans only is NOT APPLICABLE to other runs, saying which."""
 
     def register(function: Checker) -> Checker:
         if claim in CHECKERS:
             raise ValueError(f"claim {claim} has two checkers")
-        CHECKERS[claim] = function
+
+        def check(view: RunView) -> Finding:
+            if backends is not None and view.backend not in backends:
+                return not_applicable(claim, f"{view.backend} backend")
+            if plans is not None and view.plan not in plans:
+                return not_applicable(claim, f"plan {view.plan}")
+            return function(view)
+
+        CHECKERS[claim] = check
         return function
 
     return register

@@ -18,18 +18,20 @@ GRADIENTS = "dL/dh_G"
 CNFGNN_UPLOADS = ("window_counts", GRADIENTS)
 
 
+def is_activation(name: str) -> bool:
+    return name == ACTIVATIONS or name.startswith(ACTIVATIONS + ":")
+
+
 def activation_uploads(view: RunView) -> list[Upload]:
-    return [u for u in view.uploads if u.name == ACTIVATIONS or u.name.startswith(ACTIVATIONS + ":")]
+    return [u for u in view.uploads if is_activation(u.name)]
 
 
-@checks("SL-NORAW")
+@checks("SL-NORAW", plans={"cnfgnn"})
 def server_gets_no_raw_data(view: RunView) -> Finding:
     """Every upload the server received is a window count, hidden-state rows or their gradients
     (hidden_size wide: never the 12-step readings or targets); FedAvg weights only as sums."""
-    if view.plan != "cnfgnn":
-        return not_applicable("SL-NORAW", f"plan {view.plan}")
     hidden = int(view.plan_config["hidden_size"])
-    odd = [u for u in view.uploads if not (u.name in CNFGNN_UPLOADS or u in activation_uploads(view))]
+    odd = [u for u in view.uploads if not (u.name in CNFGNN_UPLOADS or is_activation(u.name))]
     wrong = [u for u in view.uploads if u.name != "window_counts" and any(t.ndim != 2 or t.shape[1] != hidden for t in u.tensors.values())]
     weights = [a for a in view.sums if a.name == "weights"]
     clear_weights = sum(len(a.inputs) for a in weights if a.request.encoding is None and view.backend != "ckks")
@@ -159,17 +161,13 @@ def gradients_are_not_noised(view: RunView) -> Finding:
                              "states only, per window of one client")
 
 
-@checks("ST-SUMS")
+@checks("ST-SUMS", plans={"fedstgd"})
 def fedstgd_inputs_only_in_sums(view: RunView) -> Finding:
-    if view.plan != "fedstgd":
-        return not_applicable("ST-SUMS", f"plan {view.plan}")
     return _only_sums("ST-SUMS", view)
 
 
-@checks("FR-SUMS")
+@checks("FR-SUMS", plans={"fedrel"})
 def fedrel_inputs_only_in_sums(view: RunView) -> Finding:
-    if view.plan != "fedrel":
-        return not_applicable("FR-SUMS", f"plan {view.plan}")
     return _only_sums("FR-SUMS", view)
 
 

@@ -140,6 +140,11 @@ class RunView:
         return self.config["plan"]["config"]
 
     @property
+    def run_clients(self) -> list[int]:
+        """The clients the run started with (those its first step addressed)."""
+        return sorted(self.steps[0].asked) if self.steps else []
+
+    @property
     def with_clients(self) -> bool:
         return bool(self.clients)
 

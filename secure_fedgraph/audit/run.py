@@ -146,7 +146,7 @@ def _rekeys(view: RunView) -> list[dict[str, Any]]:
 
 def _seen(view: RunView) -> dict[str, list[dict[str, Any]]]:
     """Who saw what: the server's received and sent messages by kind, and each kind a client received."""
-    from secure_fedgraph.audit.plan_claims import activation_uploads, dp_settings
+    from secure_fedgraph.audit.plan_claims import dp_settings, is_activation
 
     sigma = (dp_settings(view) or (0.0, 0.0))[0]
     server: list[dict[str, Any]] = []
@@ -160,7 +160,7 @@ def _seen(view: RunView) -> dict[str, list[dict[str, Any]]]:
                        "form": "released by the clients" if view.backend == "ckks" else "computed by the server"})
     for name in sorted({u.name for u in view.uploads}):
         group = view.uploads_named(name)
-        noised = group[0] in activation_uploads(view) and sigma > 0
+        noised = is_activation(name) and sigma > 0
         form = f"individual, DP-noised (sigma {sigma:g})" if noised else "individual, in the clear"
         server.append({"what": f"upload {name}", "messages": len(group), "clients": len({u.client for u in group}), "form": form})
     for kind, names in sorted(view.sent.items()):

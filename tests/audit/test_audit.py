@@ -164,3 +164,11 @@ def test_fedstgd_sums_are_audited_and_plain_fails_st_sums(backend, tmp_path):
     else:
         assert report.passed and report.finding("ST-SUMS").verdict is Verdict.PASS
         assert report.finding("M-STREAM").verdict is Verdict.PASS and sum(s["streaming"] for s in report.sums) > 0
+
+
+def test_with_ckks_the_server_learns_only_the_released_sums_and_they_equal_the_plaintext_sums(tmp_path):
+    plan = FedAvgGRU(FedAvgGRUConfig(sensors=4, rounds=1, hidden_size=8, max_windows=30, max_local_steps=1, batch_size=16))
+    simulate(plan, SecureSumConfig(backend=Backend.CKKS), transcripts=tmp_path)
+    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    assert report.passed and report.finding("C-SUM").verdict is Verdict.PASS and report.finding("C-SUM").details["sums"] == 2
+    assert {s["name"]: s["server_learned_sum"] for s in report.sums} == {"normalisation": False, "weights": False, "validation": True, "test": True}
