@@ -98,10 +98,10 @@ def markdown(report: AuditReport, figures: dict[str, list[str]]) -> str:
     shown = [(claim, name) for claim, names in figures.items() for name in names]
     if shown:
         md += ["## Figures", ""] + [f"![{claim}]({name})" for claim, name in shown] + [""]
-    md += ["## Sums the server started", "", "| session | round | sum | index | epoch | asked | inputs | contributors | status | server learned the sum |",
+    md += ["## Sums the server started", "", "One row per session, round, sum name and outcome (audit.json lists every sum).", "",
+           "| session | round | sum | sums | key epochs | asked | inputs | contributors | status | server learned the sum |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    md += [f"| {s['session']} | {s['round']} | {s['name']} | {s['sum_index']} | {s['epoch']} | {s['asked']} | {s['inputs']} | {s['contributors']} "
-           f"| {s['status']}{' (streaming)' if s['streaming'] else ''} | {'yes' if s['server_learned_sum'] else 'no'} |" for s in report.sums]
+    md += [_sum_row(group) for group in _grouped(report.sums)]
     md += ["", "## Dropouts", ""]
     md += ["| session | client | round | stage | how | reason (metrics.json) |", "|---|---|---|---|---|---|"] if report.dropouts else ["None."]
     md += [f"| {d['session']} | {d['client']} | {d['round']} | {d['stage']} | {d['how']} | {_cell(d['reason'])} |" for d in report.dropouts]
@@ -118,6 +118,24 @@ def markdown(report: AuditReport, figures: dict[str, list[str]]) -> str:
     md += ["", "## Claims no transcript can show", "", "Checked by the tests threat_model.md names.", "", "| claim | why not here |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in report.not_in_transcripts.items()]
     return "\n".join(md) + "\n"
+
+
+def _grouped(sums: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in sums:
+        groups.setdefault((row["session"], row["round"], row["name"], row["status"], row["streaming"], row["server_learned_sum"]), []).append(row)
+    return list(groups.values())
+
+
+def _span(values: list[int]) -> str:
+    return str(min(values)) if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+
+def _sum_row(group: list[dict[str, Any]]) -> str:
+    first = group[0]
+    return (f"| {first['session']} | {first['round']} | {first['name']} | {len(group)} | {_span([g['epoch'] for g in group])} | "
+            f"{_span([g['asked'] for g in group])} | {_span([g['inputs'] for g in group])} | {_span([g['contributors'] for g in group])} | "
+            f"{first['status']}{' (streaming)' if first['streaming'] else ''} | {'yes' if first['server_learned_sum'] else 'no'} |")
 
 
 def _cell(text: str) -> str:
