@@ -188,8 +188,9 @@ def _uniformity(plt, data, finding: Finding):
         ys = np.concatenate([y for y, _ in pairs])
         xs = np.concatenate([x for _, x in pairs])
         ax = axes[0][1]
-        ax.scatter(xs, ys / 2.0**64, s=2, alpha=0.3)
-        ax.set(title="masked value vs the client's plaintext", xlabel="plaintext input", ylabel="masked ring element / 2^64")
+        ax.scatter(xs, ys, s=2, alpha=0.3)
+        ax.set(title="masked value vs the client's plaintext", xlabel="plaintext input (z-score within its sum)",
+               ylabel="masked ring element / ring size")
     return fig
 
 

@@ -52,7 +52,8 @@ def masked_uploads_are_uniform(view: RunView) -> Finding:
                 pairs.append((y[: x.size].astype(np.float64), x))
         if pairs:
             ys, xs = np.concatenate([y for y, _ in pairs]), np.concatenate([x for _, x in pairs])
-            pairs_all.append((ys[:5000], xs[:5000]))
+            ring = 2.0 ** (8 * payloads[0][1].dtype.itemsize)
+            pairs_all.append((ys[:5000] / ring, (xs[:5000] - xs.mean()) / (xs.std() or 1.0)))  # for the figure: [0, 1) against z-scores
             if xs.size >= 100 and xs.std() > 0:
                 r = float(np.corrcoef(ys, xs)[0, 1])
                 worst_ratio = max(worst_ratio, abs(r) * np.sqrt(xs.size))
