@@ -179,7 +179,7 @@ def _only_sums(claim: str, view: RunView) -> Finding:
     probe = plaintext_probe(view)
     if view.uploads:
         return failed(claim, f"the server received {len(view.uploads)} individual uploads ({sorted(_count_names(view.uploads))})")
-    if clear or probe.found:
+    if clear or probe.leaked:
         return failed(claim, f"{clear} of {inputs} inputs reached the server in the clear ({view.backend} backend){probe.sentence}",
                       clear_inputs=clear, **probe.details)
     kinds = "ciphertexts" if view.backend == "ckks" else "masked ring elements"

@@ -123,9 +123,10 @@ class RunView:
     advertised: list[tuple[bytes, int, sm.AdvertiseRequest]]  # (session, round, request) per key set-up
     key_deals: list[sm.KeyDealResponse]
     reveals: list[tuple[tuple[bytes, int, int], int, object]]  # ((session, round, key epoch), client, UnmaskResponse | RecoverResponse)
-    received_bytes: dict[int, list[bytes]]  # client -> raw bytes of every message the server received from it
+    received_bytes: dict[int, dict[At, bytes]]  # client -> (session, step) -> raw bytes of each message the server received from it
     clients: dict[int, ClientRecord]  # client transcripts given
     metrics: dict[str, Any] | None = None  # the run folder's metrics.json, where there is one
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # what several checkers share (the plaintext probe)
 
     @property
     def backend(self) -> str:
@@ -200,7 +201,7 @@ def _replay_server(path: Path) -> RunView:
     advertised: list = []
     key_deals: list = []
     reveals: list = []
-    received_bytes: dict[int, list[bytes]] = defaultdict(list)
+    received_bytes: dict[int, dict[At, bytes]] = defaultdict(dict)
     epoch: dict[bytes, int] = {}
     for record in read_transcript(path):
         message = record.message()
@@ -239,7 +240,7 @@ def _replay_server(path: Path) -> RunView:
                 sent["upload request"][message.name] += 1
         elif record.direction == RECEIVED:
             received_kinds[type(message).__name__] += 1
-            received_bytes[record.peer].append(record.data)
+            received_bytes[record.peer][where] = received_bytes[record.peer].get(where, b"") + record.data
             step = steps.get(where)
             if step is not None:
                 step.answered.add(record.peer)

@@ -59,7 +59,9 @@ def test_a_mask_run_passes_and_lists_its_dropout_rekey_and_redone_sum(rekeyed):
     assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
     for claim in ("M-UNIFORM", "M-NOPLAIN", "M-SUM", "M-DROPOUT", "M-BOTH", "M-ONCE", "M-RANGE", "R-AUDIT"):
         assert verdicts[claim] is Verdict.PASS, claim
-    assert report.finding("M-NOPLAIN").details["probe_contributions"] == 6 + 5 + 5 + 5 + 5 and report.finding("M-NOPLAIN").details["probe_found"] == 0
+    probe = report.finding("M-NOPLAIN").details
+    assert probe["probe_contributions"] == 6 + 5 + 5 + 5 + 5 and probe["probe_found"] == probe["probe_found_run_wide"] == 0
+    assert probe["probe_run_wide"] == probe["probe_contributions"]  # at most 8 per client are also searched for in all the client sent
     assert report.dropouts == [{"session": 0, "client": 3, "round": 0, "stage": "input", "how": "silent", "reason": ""}]
     assert [(r["rekeys"], r["participants"]) for r in report.rekeys] == [(1, [6, 5])]
     weights = [(s["status"], s["asked"], s["inputs"], s["contributors"], s["server_learned_sum"]) for s in report.sums if s["name"] == "weights"]
@@ -104,6 +106,7 @@ def test_the_plain_backend_fails_the_secrecy_claims_and_the_secure_ones_pass(bac
     assert report.failed == failing, [(f.claim, f.evidence) for f in report.findings]
     probe = report.finding("M-NOPLAIN").details
     assert probe["probe_found"] == (probe["probe_contributions"] if backend == "plain" else 0) and probe["probe_contributions"] > 0
+    assert probe["probe_found_run_wide"] == (probe["probe_run_wide"] if backend == "plain" else 0) and probe["probe_run_wide"] > 0
     if backend == "plain":
         assert report.finding("P-CLEAR").verdict is Verdict.PASS
     if backend == "ckks":
