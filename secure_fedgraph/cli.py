@@ -507,8 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "DP residuals (without them: what the server alone could compute)")
     audit.add_argument("--out", default=None, metavar="DIR", help="where to write audit.md, audit.json and the PNGs (default RUN_DIR/audit)")
     audit.add_argument("--data-dir", default=None,
-                       help="data folder the attacks read the public slice and the ground truth from (default: $SECURE_FEDGRAPH_DATA, "
-                            "else the packaged data)")
+                       help="the data folder the run read: the attacks take their public slice and the ground truth from it "
+                            "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     audit.add_argument("--no-attacks", action="store_true", help="check the claims only (the attacks fit small models: seconds to minutes)")
     audit.add_argument("--seed", type=int, default=0, help="seed of the attacks' learners (default 0)")
     audit.set_defaults(handler=_audit)
