@@ -366,7 +366,8 @@ class ClientHost(SecretMaterial):
         self.context = context
         self.ended = False
         self.finished = False
-        self.on_contribute: Callable[[Header, str, Mapping[str, Any]], None] | None = None  # audit hook (local only)
+        # audit hook (local only): this client's secure-sum inputs in the clear, and its uploads before the DP hook
+        self.on_contribute: Callable[[Header, str, Mapping[str, Any]], None] | None = None
         self._last_step = 0
         self._round = -1
         self._plan = plan(context)
@@ -458,6 +459,8 @@ class ClientHost(SecretMaterial):
         elif isinstance(request, UploadRequest):
             need = self._expect(Upload, request.name)
             tensors = {k: as_array(v) for k, v in need.tensors.items()}
+            if self.on_contribute is not None:  # before the DP hook: the audit's ground truth, on this client's own disk
+                self.on_contribute(h, request.name, tensors)
             if need.privacy is not None:
                 tensors = need.privacy(tensors)
             request.spec.flatten(tensors)  # shapes and names must match what the server asked for

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +79,47 @@ def read_transcript(path: str | Path) -> Iterator[Record]:
             if len(data) != length:
                 raise ValueError(f"{path}: truncated record")
             yield Record(at, direction, peer, data)
+
+
+class RunTranscripts:
+    """Every party's transcript of a run with all parties in one process (the in-process
+    transport): the server's ``transcript.bin`` and each client's ``clients/client-<id>.bin``,
+    in the formats the gRPC runtimes write (``server --transcript``; ``client --transcript DIR
+    --audit``), so ``secure-fedgraph audit`` reads either. The clients' files hold audit records
+    (their plaintext contributions, their uploads before the DP hook): one user runs every party
+    here, and those records are that user's own data."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.server = TranscriptWriter(self.folder / "transcript.bin")
+        self._clients: dict[int, TranscriptWriter] = {}
+        self._lock = threading.Lock()
+
+    def client(self, client: int) -> TranscriptWriter:
+        with self._lock:
+            if client not in self._clients:
+                self._clients[client] = TranscriptWriter(self.folder / "clients" / f"client-{client}.bin")
+            return self._clients[client]
+
+    def down(self, client: int, sent: bytes, delivered: bytes | None) -> None:
+        """The server sent ``sent`` to ``client``, which received ``delivered`` (None: it never arrived)."""
+        now = time.time()
+        self.server.record(SENT, client, sent, at=now)
+        if delivered is not None:
+            self.client(client).record(RECEIVED, -1, delivered, at=now)
+
+    def up(self, client: int, sent: bytes, delivered: bytes | None) -> None:
+        """``client`` answered ``sent``; the server received ``delivered`` (None: it never arrived)."""
+        now = time.time()
+        self.client(client).record(SENT, -1, sent, at=now)
+        if delivered is not None:
+            self.server.record(RECEIVED, client, delivered, at=now)
+
+    def audit(self, client: int, data: bytes) -> None:
+        """``client``'s own plaintext contribution or upload before its DP hook (an UploadResponse)."""
+        self.client(client).record(AUDIT, client, data, at=time.time())
+
+    def close(self) -> None:
+        self.server.close()
+        for writer in self._clients.values():
+            writer.close()

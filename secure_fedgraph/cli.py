@@ -289,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run: done in {metrics['seconds']:.1f} s: {_test_summary(metrics)}; metrics in {out / 'metrics.json'}")
         return 0
     print(f"run: {plan.name} in one process, {len(plan.client_ids())} clients, {secure.backend.value} backend")
-    result = simulate(plan, secure, data_dir=args.data_dir, say=print)
+    result = simulate(plan, secure, data_dir=args.data_dir, say=print, transcripts=out if args.transcript else None)
     metrics = {**result.metrics, "backend": secure.backend.value, "secure_sum": config_to_dict(secure),
                "config": json.loads(plan.config_json()), "seconds": result.seconds, "transport": "in-process"}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
@@ -297,7 +297,8 @@ def _run(args: argparse.Namespace) -> int:
     if "privacy" in metrics:
         summary.append(f"epsilon {metrics['privacy']['epsilon_max']:.3g} at delta {metrics['privacy']['delta']:g} per client")
     summary.append(f"{human_bytes(metrics['bytes_up_total'])} up, {human_bytes(metrics['bytes_down_total'])} down")
-    print(f"run: done in {result.seconds:.1f} s: {'; '.join(summary)}; metrics in {out / 'metrics.json'}")
+    transcripts = f"; transcripts in {out / 'transcript.bin'} and {out / 'clients'}" if args.transcript else ""
+    print(f"run: done in {result.seconds:.1f} s: {'; '.join(summary)}; metrics in {out / 'metrics.json'}{transcripts}")
     return 0
 
 
@@ -334,6 +335,29 @@ def _numbers(option: str, text: str, kind: type, check) -> list:
         except ConfigError as exc:
             raise ConfigError(f"{option}: {exc}") from None
     return values
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from secure_fedgraph.audit import audit, lines, write_report
+
+    out = Path(args.out) if args.out else Path(args.run_dir) / "audit"
+    report = audit(args.run_dir, _client_transcripts(args.client_transcripts), data_dir=args.data_dir, attacks=not args.no_attacks,
+                   seed=args.seed, say=print)
+    for line in lines(report):
+        print(line)
+    paths = write_report(report, out)
+    verdict = "passed" if report.passed else f"FAILED ({', '.join(report.failed)})"
+    print(f"audit: {verdict}; {report.run['mode']}; report in {paths['md']} and {paths['json']}, figures beside them")
+    return 0 if report.passed else 1
+
+
+def _client_transcripts(given: list[str]) -> list[Path]:
+    """Client transcripts: files, or folders of ``client-*.bin`` (``client --transcript DIR``)."""
+    paths: list[Path] = []
+    for item in given:
+        path = Path(item)
+        paths.extend(sorted(path.glob("client-*.bin")) if path.is_dir() else [path])
+    return paths
 
 
 def _test_summary(metrics: dict) -> str:
@@ -433,6 +457,7 @@ def _preflight(args: argparse.Namespace) -> None:
     from secure_fedgraph.papers import check_plan_name, plan_dataset
     from secure_fedgraph import resources
     from secure_fedgraph.runs import preflight
+    from secure_fedgraph.runs.preflight import check_files
 
     _check_data_dir(args)
     if getattr(args, "plan", None) is not None:
@@ -468,6 +493,13 @@ def _preflight(args: argparse.Namespace) -> None:
         if dataset is not None:
             DATASETS[dataset].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
+    elif args.command == "audit":
+        check_files("RUN_DIR", [Path(args.run_dir) / "transcript.bin"],
+                    "run the server with --transcript (or `secure-fedgraph run ... --transcript`) to record one")
+        for item in args.client_transcripts:
+            if not Path(item).exists():
+                raise ConfigError(f"CLIENT_TRANSCRIPTS: no such file or folder {item}")
+        preflight.check_writable_folder("--out", args.out or str(Path(args.run_dir) / "audit"))
     elif args.command == "compare":
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
@@ -541,8 +573,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    run.add_argument("--transcript", action="store_true",
+                     help="also write every party's transcript: RUN_DIR/transcript.bin (the server's) and RUN_DIR/clients/client-<id>.bin "
+                          "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`")
     _add_secure_options(run)
     run.set_defaults(handler=_run)
+
+    audit = commands.add_parser("audit", help="check a run's transcripts against every threat_model.md claim, and measure leakage with attacks",
+                                description="Replay the server's transcript (RUN_DIR/transcript.bin) and, where given, the clients' "
+                                "transcripts; check every threat_model.md claim a transcript can show (PASS / FAIL / NOT APPLICABLE "
+                                "with its evidence); list every secure sum the server started (delivered, redone after a re-key, or "
+                                "abandoned), every dropout and re-key, and who saw what; run the attacks that measure what the uploads "
+                                "give away (CNFGNN: reconstruction of raw inputs from h_c,i, label leakage from dL/dh_G), each beside the "
+                                "claim it tests. Writes audit.md, audit.json and PNGs. Exit status 1 if a claim fails.")
+    audit.add_argument("run_dir", metavar="RUN_DIR", help="the run folder: transcript.bin (server --transcript, or run --transcript) and metrics.json")
+    audit.add_argument("client_transcripts", nargs="*", metavar="CLIENT_TRANSCRIPTS",
+                       help="client transcripts (files, or folders of client-*.bin): ground truth for the sums, the plaintext probe and the "
+                            "DP residuals (without them: what the server alone could compute)")
+    audit.add_argument("--out", default=None, metavar="DIR", help="where to write audit.md, audit.json and the PNGs (default RUN_DIR/audit)")
+    audit.add_argument("--data-dir", default=None,
+                       help="the data folder the run read: the attacks take their public slice and the ground truth from it "
+                            "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    audit.add_argument("--no-attacks", action="store_true", help="check the claims only (the attacks fit small models: seconds to minutes)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the attacks' learners (default 0)")
+    audit.set_defaults(handler=_audit)
 
     compare = commands.add_parser("compare", help="CNFGNN's Table 7 on METR-LA: every method with the same budget, beside the paper",
                                   description="Train CNFGNN, its federated baselines (as protocols, in one process) and the centralised "

@@ -29,6 +29,7 @@ FORBIDDEN = {
     "secure_fedgraph/training": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.crypto", *_RUNTIMES),
     "secure_fedgraph/papers": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.secure_sum", "secure_fedgraph.crypto", *_RUNTIMES),
     "secure_fedgraph/runs": ("secure_fedgraph.cli",),
+    "secure_fedgraph/audit": _RUNTIMES,
     "secure_fedgraph/errors.py": ("secure_fedgraph",),
     "secure_fedgraph/seeds.py": ("secure_fedgraph",),
     "secure_fedgraph/validation.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",

@@ -20,6 +20,7 @@ from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome, drive
+from secure_fedgraph.protocol.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.common import Traffic
 
 __all__ = ["Intercept", "LocalRunner", "Traffic"]
@@ -46,6 +47,8 @@ class LocalRunner:
             client process started with ``--crash-at`` does.
         intercept: see ``Intercept``.
         record: keep every message the server received, as (stage, client, wire bytes).
+        transcripts: write every party's transcript (what each sent and received, as the gRPC
+            runtimes do with ``--transcript``).
     """
 
     def __init__(
@@ -56,14 +59,17 @@ class LocalRunner:
         drop: Mapping[Stage | CrashPoint, Collection[int]] | None = None,
         intercept: Intercept | None = None,
         record: bool = False,
+        transcripts: RunTranscripts | None = None,
     ) -> None:
         self.server = server
         self.clients = dict(clients)
         self.drop = {point: set(ids) for point, ids in (drop or {}).items()}
         self.intercept = intercept
         self.dead: set[int] = set()
+        self._hits: dict[tuple[CrashPoint, int], int] = {}  # requests seen at each crash point, per client
         self.traffic = Traffic()
         self.received: list[tuple[Stage, int, bytes]] | None = [] if record else None
+        self.transcripts = transcripts
 
     def run(self, steps: StepGen[T]) -> T:
         """Drive ``steps`` to completion and return its result."""
@@ -84,22 +90,29 @@ class LocalRunner:
             if client not in self.dead and self._crashes(client, request.header):
                 self.dead.add(client)
             if client in self.dead or client not in self.clients:
+                if self.transcripts is not None:
+                    self.transcripts.down(client, down, None)  # sent; never answered
                 silent.add(client)
                 continue
+            sent = down
             if self.intercept is not None:
                 down = self.intercept("down", step.stage, client, down)
-                if down is None:
-                    silent.add(client)
-                    continue
+            if self.transcripts is not None:
+                self.transcripts.down(client, sent, down)
+            if down is None:
+                silent.add(client)
+                continue
             self.traffic.sent(step, client, down)
             started = time.perf_counter()
-            up = codec.encode(self.clients[client].handle(codec.decode(down)))
+            up = answer = codec.encode(self.clients[client].handle(codec.decode(down)))
             self.traffic.client_seconds[client] += time.perf_counter() - started
             if self.intercept is not None:
                 up = self.intercept("up", step.stage, client, up)
-                if up is None:
-                    silent.add(client)
-                    continue
+            if self.transcripts is not None:
+                self.transcripts.up(client, answer, up)
+            if up is None:
+                silent.add(client)
+                continue
             if self.received is not None:
                 self.received.append((step.stage, client, up))
             reason = self.traffic.answer(step, client, up)
@@ -110,5 +123,12 @@ class LocalRunner:
         return StepOutcome(frozenset(accepted), rejected, frozenset(silent))
 
     def _crashes(self, client: int, header: Any) -> bool:
-        """Whether ``client`` is scripted to crash on receiving a request with ``header``."""
-        return any(client in ids and CrashPoint.of(point).hits(header) for point, ids in self.drop.items())
+        """Whether ``client`` is scripted to crash on receiving a request with ``header``: the
+        ``nth`` request at its crash point, counted per client as a client process counts them."""
+        crashes = False
+        for point, ids in self.drop.items():
+            point = CrashPoint.of(point)
+            if client in ids and point.hits(header):
+                self._hits[(point, client)] = self._hits.get((point, client), 0) + 1
+                crashes |= self._hits[(point, client)] == point.nth
+        return crashes

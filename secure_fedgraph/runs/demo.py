@@ -3,8 +3,9 @@
 It makes throwaway certificates, starts a server process and several client processes on
 127.0.0.1, runs secure FedAvg of per-sensor GRU forecasters on the packaged first week of
 METR-LA (one logical client per sensor), shows the server's progress, and then audits the
-run from its own transcripts: the server's (every message it received) and the clients'
-local audit records (their own plaintext contributions, which never left them).
+run from its own transcripts as ``secure-fedgraph audit RUN_DIR CLIENT_DIR`` does: the
+server's (every message it received and sent) and the clients' (with their own plaintext
+contributions, which never left them); the report goes to ``<folder>/audit/``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from secure_fedgraph.audit import audit_run
+from secure_fedgraph.audit import audit, lines, write_report
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.data.metr_la import MetrLA
 from secure_fedgraph.errors import ConfigError
@@ -97,10 +98,12 @@ def _run(options: DemoOptions, work: Path, say) -> bool:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     say(f"\nTest on the last day: RMSE {metrics['test_rmse']:.2f} mph, MAE {metrics['test_mae']:.2f} mph "
         f"({metrics['clients_finished']} clients; {time.monotonic() - started:.0f} s in all)")
-    report = audit_run(run_dir / "transcript.bin", sorted(client_dir.glob("client-*.bin")))
-    say("\nAudit of the run's own transcripts (threat_model.md claims):")
-    for check in report.checks:
-        say(f"  [{'PASS' if check.passed else 'FAIL'}] {check.claim}: {check.evidence}")
+    say(f"\nAudit of the run's own transcripts against threat_model.md: secure-fedgraph audit {run_dir} {client_dir}")
+    report = audit(run_dir, sorted(client_dir.glob("client-*.bin")), data_dir=options.data_dir)
+    for line in lines(report, applicable_only=True):
+        say(line)
+    paths = write_report(report, work / "audit")
+    say(f"audit: {'passed' if report.passed else 'FAILED (' + ', '.join(report.failed) + ')'}; report in {paths['md']}")
     if report.passed:
         say("The server saw only masked uploads, and every aggregate it computed equals the plaintext sum." if options.backend == "mask"
             else "Audit passed.")

@@ -4,6 +4,7 @@ simulation, and as the reference the gRPC runtime must agree with."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -26,7 +27,11 @@ from secure_fedgraph.protocol.secure_sum.plain import OnePartyServer
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole, new_session_id
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
+from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.messages import SERVER, Header, UploadResponse, Welcome, named
+from secure_fedgraph.server.runtime import run_config
 
 
 @dataclass
@@ -52,6 +57,7 @@ def simulate(
     policy: ClientPolicy | None = None,
     restart_at: CrashPoint | None = None,
     reproducible_noise: bool = False,
+    transcripts: str | os.PathLike | None = None,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
@@ -63,9 +69,11 @@ def simulate(
     (what ``server --resume`` does across processes); the result is the resumed session's.
     ``reproducible_noise``: every client's DP noise derived from the run seed, as with ``client
     --reproducible-dp-noise`` (to compare a DP run across transports; the server could remove
-    such noise); off: fresh OS randomness."""
+    such noise); off: fresh OS randomness. ``transcripts``: a folder for every party's transcript
+    (``transcript.bin``, the server's; ``clients/client-<id>.bin`` with each client's audit
+    records), which ``secure-fedgraph audit`` reads as it reads a run across processes."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                     restart_at=restart_at, reproducible_noise=reproducible_noise)
+                     restart_at=restart_at, reproducible_noise=reproducible_noise, transcripts=transcripts)
 
 
 ONE_PARTY = SecureSumConfig(backend=Backend.PLAIN, min_survivors=1)
@@ -105,8 +113,20 @@ class _Host:
 
 
 def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., ServerRole], *, data_dir, drop=None, intercept=None,
-              record=False, say=None, policy=None, restart_at: CrashPoint | None = None, reproducible_noise: bool = False) -> SimulationResult:
+              record=False, say=None, policy=None, restart_at: CrashPoint | None = None, reproducible_noise: bool = False,
+              transcripts=None) -> SimulationResult:
     started = time.perf_counter()
+    writers = RunTranscripts(transcripts) if transcripts is not None else None
+    try:
+        return _simulate_with(plan, secure, server_role, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
+                              restart_at=restart_at, reproducible_noise=reproducible_noise, writers=writers, started=started)
+    finally:
+        if writers is not None:
+            writers.close()
+
+
+def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, record, say, policy, restart_at, reproducible_noise, writers,
+                   started) -> SimulationResult:
     if restart_at is not None:
         check_resumable(plan.name)
     ids = plan.client_ids()
@@ -118,7 +138,7 @@ def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., Se
     server_data = plan.load_server_data(data_dir)
     checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)
     session = partial(_session, plan, secure, server_role, identities, memories, server_data, checkpoints, drop=drop, intercept=intercept,
-                      record=record, say=say, policy=policy)
+                      record=record, say=say, policy=policy, writers=writers)
     saved = None
     if restart_at is not None:
         try:
@@ -138,7 +158,7 @@ def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., Se
 
 
 def _session(plan, secure, server_role, identities, memories, server_data, checkpoints, *, saved, crash_at, drop, intercept, record, say,
-             policy):
+             policy, writers: RunTranscripts | None):
     """One session of the run: a new session id and keys, the server resumed from ``saved`` (a
     checkpoint: round, state, context snapshot, round log) and each client from its memory."""
     directory = {c: k.public_bytes for c, k in identities.items()}
@@ -153,7 +173,10 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
         context = memories[c].context(seed=plan.seed, resume_round=resume_round)
         hosts[c] = ClientHost(role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy,
                                                signed=memories[c].signed), plan=plan.client, context=context)
-    runner = LocalRunner(role, {c: _Host(h, memories[c]) for c, h in hosts.items()}, drop=drop, intercept=intercept, record=record)
+    if writers is not None:
+        _announce(writers, plan, secure, session, seq, hosts)
+    runner = LocalRunner(role, {c: _Host(h, memories[c]) for c, h in hosts.items()}, drop=drop, intercept=intercept, record=record,
+                         transcripts=writers)
     rounds = RoundLog(runner.traffic, say) if say is not None else None
 
     def keep(round_index: int, state: Any) -> None:
@@ -175,3 +198,17 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
     if rounds is not None:
         metrics["round_log"] = rounds.rows
     return metrics, runner, ctx, role, hosts
+
+
+def _announce(writers: RunTranscripts, plan: Plan, secure: SecureSumConfig, session: bytes, seq: Sequencer, hosts: dict[int, ClientHost]) -> None:
+    """The in-process run has no Welcome step (every party is built here), so its transcripts
+    record the Welcome the gRPC server would send (the run's configuration; no certificates),
+    and each client host records its own contributions as ``client --audit`` does."""
+    welcome = codec.encode(Welcome(Header(session, seq.round, 0, Stage.WELCOME, SERVER), json.dumps(run_config(plan, secure)), tuple(sorted(hosts)), ()))
+    for client, host in sorted(hosts.items()):
+        writers.down(client, welcome, welcome)
+        host.on_contribute = partial(_audit_record, writers, client)
+
+
+def _audit_record(writers: RunTranscripts, client: int, header: Header, name: str, tensors) -> None:
+    writers.audit(client, codec.encode(UploadResponse(header, name, named(tensors))))

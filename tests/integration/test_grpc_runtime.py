@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from secure_fedgraph import __version__
+from secure_fedgraph.audit import audit as audit_transcripts
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
@@ -109,12 +110,17 @@ def test_cnfgnn_over_grpc_equals_the_in_process_run(start_server):
     options = dict(rounds=2, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=30, batch_size=16, server_batch_size=12)
     run = start_server(clients=4, plan="cnfgnn", plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=("--transcript",))
     no_dp = ("--min-dp-sigma", "0")  # the paper's split learning without noise: an explicit opt-in on every client
-    clients = [run.client("0-1", *no_dp), run.client("2-3", *no_dp)]
+    recorded = ("--transcript", str(run.out / "clients"), "--audit")
+    clients = [run.client("0-1", *no_dp, *recorded), run.client("2-3", *no_dp, *recorded)]
     _, metrics = run.finish()
     for process in clients:
         assert process.wait(timeout=60) == 0, process.stdout.read()
     plan = CNFGNN(CNFGNNConfig(sensors=4, **options))
     _assert_transcript_has_no_readings_or_weights(run.out / "transcript.bin", plan)
+    # every party's transcript, audited: the server's and the four clients' (their inputs and clean uploads as ground truth)
+    report = audit_transcripts(run.out, sorted((run.out / "clients").glob("client-*.bin")), attacks=False)
+    assert report.passed and report.run["client_transcripts"] == 4, [(f.claim, f.evidence) for f in report.findings if not f.passed]
+    assert {c: report.finding(c).verdict.value for c in ("SL-NORAW", "M-SUM", "M-NOPLAIN")} == dict.fromkeys(("SL-NORAW", "M-SUM", "M-NOPLAIN"), "PASS")
     local = simulate(plan, SecureSumConfig(backend=Backend.MASK)).metrics
     numbers = lambda m: [v for r in m["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [m["test_rmse"], m["test_mae"]]  # noqa: E731
     assert numbers(metrics) == numbers(local)

@@ -9,7 +9,8 @@ import signal
 
 import pytest
 
-from secure_fedgraph.audit import audit_run
+from secure_fedgraph.audit import Verdict
+from secure_fedgraph.audit import audit as audit_transcripts
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
@@ -56,8 +57,9 @@ def test_a_server_killed_mid_round_resumes_and_the_run_equals_an_uninterrupted_o
     assert [row["round"] for row in metrics["round_log"]] == [0, 1, 2]
     assert json.loads((run / "checkpoint.json").read_text())["finished"] is True
     # the transcripts hold both sessions; every sum the server delivered in either is its contributors' plaintext sum
-    report = audit_run(run / "transcript.bin", sorted((tmp_path / "clients").glob("client-*.bin")))
-    assert report.passed and report.sums >= 2 * 3 + 2, [(c.claim, c.evidence) for c in report.checks]
+    report = audit_transcripts(run, sorted((tmp_path / "clients").glob("client-*.bin")), attacks=False)
+    assert report.passed and report.run["sessions"] == 2, [(f.claim, f.evidence) for f in report.findings]
+    assert report.finding("M-SUM").verdict is Verdict.PASS and report.finding("M-SUM").details["sums"] >= 2 * 3 + 2
 
 
 def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):

@@ -1,0 +1,199 @@
+"""Checkers of the papers' claims (threat_model.md sections CNFGNN, FedSTGD, FedRel),
+from a run's transcripts. Each applies to its plan only; elsewhere it is NOT APPLICABLE.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict, with_plot
+from secure_fedgraph.audit.replay import RunView, Upload
+from secure_fedgraph.audit.sum_claims import plaintext_probe
+
+ACTIVATIONS = "h_c"  # CNFGNN's uploaded hidden states: "h_c", "h_c:train", "h_c:val", "h_c:test"
+GRADIENTS = "dL/dh_G"
+CNFGNN_UPLOADS = ("window_counts", GRADIENTS)
+
+
+def is_activation(name: str) -> bool:
+    return name == ACTIVATIONS or name.startswith(ACTIVATIONS + ":")
+
+
+def activation_uploads(view: RunView) -> list[Upload]:
+    return [u for u in view.uploads if is_activation(u.name)]
+
+
+@checks("SL-NORAW", plans={"cnfgnn"})
+def server_gets_no_raw_data(view: RunView) -> Finding:
+    """Every upload the server received is a window count, hidden-state rows or their gradients
+    (hidden_size wide: never the 12-step readings or targets); FedAvg weights only as sums."""
+    hidden = int(view.plan_config["hidden_size"])
+    odd = [u for u in view.uploads if not (u.name in CNFGNN_UPLOADS or is_activation(u.name))]
+    wrong = [u for u in view.uploads if u.name != "window_counts" and any(t.ndim != 2 or t.shape[1] != hidden for t in u.tensors.values())]
+    weights = [a for a in view.sums if a.name == "weights"]
+    clear_weights = sum(len(a.inputs) for a in weights if a.request.encoding is None and view.backend != "ckks")
+    kinds = ", ".join(f"{n} x{k}" for n, k in sorted(_count_names(view.uploads).items()))
+    if odd or wrong:
+        return failed("SL-NORAW", f"unexpected uploads: {sorted({u.name for u in odd + wrong})}")
+    evidence = f"the server received {len(view.uploads)} individual uploads ({kinds}), each {hidden} numbers per window or a window count"
+    if weights:
+        evidence += (f"; {sum(len(a.inputs) for a in weights)} FedAvg weight inputs, "
+                     + ("readable: plain backend (P-CLEAR)" if clear_weights else "masked or encrypted"))
+    return verdict("SL-NORAW", not (clear_weights and view.backend == "mask"), evidence)
+
+
+def _count_names(uploads: list[Upload]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for u in uploads:
+        counts[u.name] += 1
+    return counts
+
+
+def dp_settings(view: RunView) -> tuple[float, float] | None:
+    """(sigma, clip) the run announced for uploaded activations, or None when it has no DP option."""
+    config = view.plan_config
+    if "dp_sigma" not in config:
+        return None
+    return float(config["dp_sigma"]), float(config.get("dp_clip", 0.0))
+
+
+@checks("DP-CLIENT")
+def uploads_are_clipped_and_noised(view: RunView) -> Finding:
+    """With client records: the residual of each upload from its clipped clean rows has the
+    announced noise's standard deviation sigma * clip. Server-only: the rows' mean squared norm
+    is at least d (sigma clip)^2, the noise's alone (a clipped row adds at most clip^2 below it)."""
+    settings, uploads = dp_settings(view), activation_uploads(view)
+    if settings is None or not uploads:
+        return not_applicable("DP-CLIENT", f"plan {view.plan} uploads no activations")
+    sigma, clip = settings
+    if sigma == 0:
+        return not_applicable("DP-CLIENT", "dp_sigma 0: the run claims no noise (its clients accepted --min-dp-sigma 0); the server sees "
+                                           "the hidden states as they are")
+    from secure_fedgraph.privacy.mechanisms.gaussian import clip_rows
+
+    residuals = []
+    for upload in uploads:
+        raw = view.raw_upload(upload)
+        if raw is not None:
+            for name, value in upload.tensors.items():
+                clean, _ = clip_rows(np.asarray(raw[name], np.float64), clip)
+                residuals.append((np.asarray(value, np.float64) - clean).ravel())
+    if residuals:
+        r = np.concatenate(residuals)
+        ratio = float(r.std() / (sigma * clip))
+        z_mean = float(abs(r.mean()) / (sigma * clip) * math.sqrt(r.size))
+        ok = abs(ratio - 1) < 0.02 + 6 / math.sqrt(2 * r.size) and z_mean < 6
+        finding = verdict("DP-CLIENT", ok, f"{r.size} uploaded values against the clients' clean rows clipped to {clip:g}: the noise has "
+                          f"standard deviation {ratio:.3f} x sigma*clip (sigma {sigma:g}) and mean {z_mean:.1f} standard errors from 0",
+                          noise_std_ratio=ratio, values=int(r.size))
+        return with_plot(finding, "dp-residuals", (r[:200_000], sigma * clip))
+    rows = np.concatenate([np.asarray(v, np.float64).reshape(-1, np.asarray(v).shape[-1]) for u in uploads for v in u.tensors.values()])
+    d, m = rows.shape[1], rows.shape[0]
+    squared = (rows**2).sum(axis=1)
+    floor_ = d * (sigma * clip) ** 2
+    spread = math.sqrt((4 * sigma**2 * clip**4 + 2 * d * sigma**4 * clip**4) / m)
+    if floor_ - 6 * spread <= clip**2:
+        return not_applicable("DP-CLIENT", f"sigma {sigma:g} over {d} dimensions is too little noise to tell from clean rows on the server's "
+                                           "side; give the clients' transcripts")
+    ok = squared.mean() >= floor_ - 6 * spread
+    finding = verdict("DP-CLIENT", ok, f"server-side: the {m} uploaded rows have mean squared norm {squared.mean():.3g}; noise of sigma "
+                      f"{sigma:g} x clip {clip:g} alone gives {floor_:.3g} (a clean clipped row at most {clip ** 2:g})",
+                      mean_squared_norm=float(squared.mean()), noise_floor=floor_)
+    return with_plot(finding, "dp-norms", (squared[:200_000], floor_, clip**2))
+
+
+def window_epsilon(sigma: float, releases: int, delta: float) -> float:
+    """Epsilon (opacus RDP) of one window released ``releases`` times with noise multiplier ``sigma``."""
+    from secure_fedgraph.privacy import rdp_epsilon
+
+    return rdp_epsilon([(sigma, 1.0, releases)], delta)
+
+
+def releases_per_client(view: RunView) -> dict[int, int]:
+    """How often each client's most released window went out, from the uploads: every upload of
+    ``h_c:<split>`` releases each window of the split once; split learning's per-batch ``h_c``
+    releases each training window once per round (its batches are disjoint)."""
+    per_unit: dict[tuple[int, str], int] = defaultdict(int)
+    batch_rounds: dict[int, set[int]] = defaultdict(set)
+    for upload in activation_uploads(view):
+        if upload.name == ACTIVATIONS:
+            batch_rounds[upload.client].add(upload.round)
+        else:
+            per_unit[(upload.client, upload.name.split(":", 1)[1])] += 1
+    for client, rounds in batch_rounds.items():
+        per_unit[(client, "train")] += len(rounds)
+    out: dict[int, int] = defaultdict(int)
+    for (client, _), n in per_unit.items():
+        out[client] = max(out[client], n)
+    return dict(out)
+
+
+@checks("DP-ACCOUNT")
+def epsilon_matches_the_releases(view: RunView) -> Finding:
+    """Epsilon recomputed from the releases the transcript shows equals the run's report."""
+    settings, uploads = dp_settings(view), activation_uploads(view)
+    if settings is None or not uploads or settings[0] == 0:
+        return not_applicable("DP-ACCOUNT", "no noised uploads in this run")
+    unit = view.plan_config.get("dp_unit", "window")
+    if unit != "window":
+        return not_applicable("DP-ACCOUNT", f"privacy unit {unit!r}: the transcript counts the releases of a window, and a {unit} takes part "
+                                            "in several (the run's report prices them; privacy/analysis/units.py)")
+    if float(view.plan_config.get("dpsgd_sigma", 0) or 0) > 0:
+        return not_applicable("DP-ACCOUNT", "the run also trains with DP-SGD, whose steps each client's optimiser counts: no transcript "
+                                            "shows them")
+    sigma = settings[0]
+    delta = float(view.plan_config.get("dp_delta", 1e-5))
+    releases = releases_per_client(view)
+    most = max(releases.values())
+    epsilon = window_epsilon(sigma, most, delta)
+    details = {"epsilon": epsilon, "delta": delta, "releases": most}
+    reported = (view.metrics or {}).get("privacy")
+    if reported is None:
+        return not_applicable("DP-ACCOUNT", f"the transcript shows at most {most} releases of a window per client: epsilon {epsilon:.4g} at "
+                                            f"delta {delta:g} (sigma {sigma:g}); no metrics.json to compare with")
+    ours = {str(c): n for c, n in sorted(releases.items())}
+    theirs = {c: n for c, n in reported.get("releases_per_client", {}).items() if n}
+    same = ours == theirs and math.isclose(epsilon, float(reported["epsilon_max"]), rel_tol=1e-9)
+    return verdict("DP-ACCOUNT", same, f"the transcript shows at most {most} releases of a window per client: epsilon {epsilon:.4g} at "
+                   f"delta {delta:g}; the run reported {float(reported['epsilon_max']):.4g}"
+                   + ("" if ours == theirs else "; the per-client release counts differ"), **details)
+
+
+@checks("DP-UNIT")
+def gradients_are_not_noised(view: RunView) -> Finding:
+    """A statement of what DP does not cover: the uploaded gradients dL/dh_G (the label-leakage
+    attack beside it measures what they give away)."""
+    grads = view.uploads_named(GRADIENTS)
+    if not grads:
+        return not_applicable("DP-UNIT", f"plan {view.plan} uploads no gradients")
+    return passed("DP-UNIT", f"as stated: the server received {len(grads)} gradient uploads dL/dh_G, not noised; DP covers the hidden "
+                             "states only, per window of one client")
+
+
+@checks("ST-SUMS", plans={"fedstgd"})
+def fedstgd_inputs_only_in_sums(view: RunView) -> Finding:
+    return _only_sums("ST-SUMS", view)
+
+
+@checks("FR-SUMS", plans={"fedrel"})
+def fedrel_inputs_only_in_sums(view: RunView) -> Finding:
+    return _only_sums("FR-SUMS", view)
+
+
+def _only_sums(claim: str, view: RunView) -> Finding:
+    """The server received no individual upload, every secure-sum input masked or encrypted, and
+    (with client records) none of the clients' contributions in any byte it received."""
+    inputs = sum(len(a.inputs) for a in view.sums)
+    clear = sum(len(a.inputs) for a in view.sums if a.request.encoding is None and view.backend != "ckks")
+    probe = plaintext_probe(view)
+    if view.uploads:
+        return failed(claim, f"the server received {len(view.uploads)} individual uploads ({sorted(_count_names(view.uploads))})")
+    if clear or probe.leaked:
+        return failed(claim, f"{clear} of {inputs} inputs reached the server in the clear ({view.backend} backend){probe.sentence}",
+                      clear_inputs=clear, **probe.details)
+    kinds = "ciphertexts" if view.backend == "ckks" else "masked ring elements"
+    return passed(claim, f"every one of the {inputs} client inputs went through a secure sum as {kinds}; no individual upload"
+                  f"{probe.sentence}", **probe.details)
