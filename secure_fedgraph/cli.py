@@ -311,13 +311,12 @@ def _sweep(args: argparse.Namespace) -> int:
     options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
                            jobs=args.jobs, out=Path(args.out),
                            run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
-                           data_dir=args.data_dir, centralised=not args.no_centralised, audit=args.audit)
+                           data_dir=args.data_dir, centralised=not args.no_centralised)
     folder, failures = sweep(options, say=print)
     for line in failures:
         print(f"sweep: failed: {line}", file=sys.stderr)
-    leakage = folder / "leakage.png"
     print(f"sweep: {folder / 'sweep.csv'}, {folder / 'sweep.md'} and {folder / 'sweep.png'}"
-          + (f", {leakage}" if args.audit and leakage.exists() else "") + (f"; {len(failures)} run(s) failed" if failures else ""))
+          + (f"; {len(failures)} run(s) failed" if failures else ""))
     return 1 if failures else 0
 
 
@@ -715,9 +714,6 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option for every run, e.g. sensors=50 (repeatable)")
     sweep.add_argument("--backend", choices=["plain", "mask"], default="mask", help="secure-sum backend of every run (default mask)")
     sweep.add_argument("--no-centralised", action="store_true", help="skip the centralised reference runs")
-    sweep.add_argument("--audit", action="store_true",
-                       help="write every party's transcript in each run of the plan and audit it (secure-fedgraph audit, with its attacks): "
-                            "the CSV's audit column, each run's audit/ folder, and OUT/leakage.png (attack error against epsilon)")
     sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
     sweep.set_defaults(handler=_sweep, clients=None)
 

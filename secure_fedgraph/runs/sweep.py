@@ -16,7 +16,6 @@ marker per seed, the references as horizontal lines; matplotlib).
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 import os
 import statistics
@@ -52,8 +51,6 @@ class SweepOptions:
         budget: the plan's ``rounds``, ``sensors`` and ``max_windows`` (the centralised reference's budget).
         data_dir: data folder for every point.
         centralised: also run the centralised reference (where the plan has one).
-        audit: every run of the plan writes every party's transcript and is audited
-            (``secure-fedgraph audit``); the attacks' errors against epsilon go to ``leakage.png``.
     """
 
     plan: str
@@ -66,7 +63,6 @@ class SweepOptions:
     budget: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
     centralised: bool = True
-    audit: bool = False
 
     def __post_init__(self) -> None:
         if self.plan not in PRIVACY_OPTION:
@@ -96,7 +92,6 @@ class Point:
     folder: Path
     command: tuple[str, ...]
     target: float | None = None
-    audit: tuple[str, ...] = ()  # the audit of the run, after it (sweep --audit)
 
     @property
     def label(self) -> str:
@@ -112,19 +107,11 @@ def points(options: SweepOptions) -> list[Point]:
     """Every run of the sweep, the references first (their lines frame the plot)."""
     knob = PRIVACY_OPTION[options.plan]
     data = ("--data-dir", options.data_dir) if options.data_dir else ()
-    run_options = (*options.run_options, "--transcript") if options.audit else options.run_options
-    out: list[Point] = []
-
-    def audited(point: Point) -> Point:
-        if not options.audit:
-            return point
-        command = _cli("audit", str(point.folder), str(point.folder / "clients"), "--out", str(point.folder / "audit"), *data)
-        return dataclasses.replace(point, audit=command)
-
+    out = []
     for seed in options.seeds:
         folder = options.out / "points" / f"non-private-seed{seed}"
-        out.append(audited(Point("non-private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *run_options, *data,
-                                                                      "--set", f"seed={seed}", "--set", f"{knob}=0"))))
+        out.append(Point("non-private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                              "--set", f"seed={seed}", "--set", f"{knob}=0")))
         method = CENTRALISED_METHOD.get(options.plan)
         if options.centralised and method is not None:
             folder = options.out / "points" / f"centralised-seed{seed}"
@@ -133,13 +120,13 @@ def points(options: SweepOptions) -> list[Point]:
             out.append(Point("centralised", None, seed, folder, _cli("compare", "--methods", method, "--out", str(folder), *budget, *data)))
         for sigma in options.sigmas:
             folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"
-            out.append(audited(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *run_options, *data,
-                                                                          "--set", f"seed={seed}", "--set", f"{knob}={sigma!r}"))))
+            out.append(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                                  "--set", f"seed={seed}", "--set", f"{knob}={sigma!r}")))
         for epsilon in options.epsilons:
             folder = options.out / "points" / f"epsilon-{epsilon:g}-seed{seed}"
-            out.append(audited(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *run_options, *data,
-                                                                         "--set", f"seed={seed}", "--target-epsilon", repr(epsilon),
-                                                                         "--calibrate", knob), target=epsilon)))
+            out.append(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                                 "--set", f"seed={seed}", "--target-epsilon", repr(epsilon),
+                                                                 "--calibrate", knob), target=epsilon))
     return out
 
 
@@ -196,18 +183,13 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
         started = time.perf_counter()
         with open(point.folder / "output.txt", "w") as log:
             code = subprocess.run(point.command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
-            audit = ""
-            if code == 0 and point.audit:  # exit 1: a claim failed, which the row says; anything else: the audit itself failed
-                log.flush()
-                audited = subprocess.run(point.audit, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
-                code, audit = (0, "passed" if audited == 0 else "FAILED") if audited in (0, 1) else (audited, "")
         seconds = time.perf_counter() - started
         row, line = None, ""
         if code == 0:
             try:
-                row = {**read_point(point), "audit": audit}
+                row = read_point(point)
                 eps = f", epsilon {row['epsilon']:.3g}" if isinstance(row["epsilon"], float) else ""
-                line = f"{row['metric'].replace('_', ' ')} {row['value']:.4g}{eps}" + (f", audit {audit}" if audit else "")
+                line = f"{row['metric'].replace('_', ' ')} {row['value']:.4g}{eps}"
             except (OSError, KeyError, ValueError, IndexError) as exc:
                 code, line = 1, f"unreadable metrics ({exc})"
         with lock:
@@ -225,7 +207,7 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
     return [rows[i] for i in sorted(rows)], failures
 
 
-COLUMNS = ("kind", "target_epsilon", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "audit", "seconds", "run")
+COLUMNS = ("kind", "target_epsilon", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "seconds", "run")
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -318,23 +300,8 @@ def sweep(options: SweepOptions, say: Callable[[str], None] = print) -> tuple[Pa
     """Run the sweep and write ``sweep.csv``, ``sweep.md`` and ``sweep.png`` into ``options.out``;
     returns the folder and the failed points (their rows are missing from the three files)."""
     options.out.mkdir(parents=True, exist_ok=True)
-    todo = points(options)
-    rows, failures = run_points(todo, jobs=options.jobs, say=say)
+    rows, failures = run_points(points(options), jobs=options.jobs, say=say)
     write_csv(rows, options.out / "sweep.csv")
     (options.out / "sweep.md").write_text(markdown(rows, options))
     plot(rows, options, options.out / "sweep.png")
-    if options.audit:
-        leakage(todo, options.out / "leakage.png", say=say)
     return options.out, failures
-
-
-def leakage(todo: Sequence[Point], path: Path, *, say: Callable[[str], None]) -> Path | None:
-    """The audited runs' attack errors against epsilon (secure_fedgraph.audit.curves), or None
-    (said) when no audit measured an attack (a plan whose uploads no attack targets)."""
-    from secure_fedgraph.audit.curves import attack_points, leakage_against_epsilon
-
-    reports = [p.folder / "audit" / "audit.json" for p in todo if p.audit and (p.folder / "audit" / "audit.json").exists()]
-    if not attack_points(reports):
-        say(f"sweep: no attack applies to these runs' uploads: no {path.name}")
-        return None
-    return leakage_against_epsilon(reports, path)

@@ -55,24 +55,3 @@ def test_an_epsilon_sweep_calibrates_each_point_and_reports_the_multiplier_it_ch
     assert 2.9 <= float(rows[1]["epsilon"]) <= 3.0 and float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"]
     table = (out / "sweep.md").read_text()
     assert "| target epsilon | noise multiplier (dp_sigma, calibrated) |" in table and f"| 3 | {chosen:.3f} | " in table
-
-
-def test_an_audited_sweep_audits_every_run_and_draws_the_attacks_against_epsilon(tmp_path):
-    """`sweep cnfgnn --audit`: every run of the plan writes its transcripts and is audited (the
-    CSV's audit column; each run's audit/audit.json); leakage.png has the attacks' errors at the
-    runs' epsilons, the non-private run at the right edge."""
-    from secure_fedgraph.audit.curves import attack_points
-
-    out = tmp_path / "sweep"
-    small = ("--rounds", "1", "--set", "sensors=8", "--set", "max_windows=40", "--set", "hidden_size=8", "--set", "gn_hidden=16",
-             "--set", "gn_update=8", "--set", "batch_size=16", "--set", "server_batch_size=12")
-    assert main(["sweep", "cnfgnn", "--sigmas", "2", "--no-centralised", "--audit", "--jobs", "2", "--out", str(out), *small]) == 0
-    rows = list(csv.DictReader((out / "sweep.csv").open()))
-    assert [(r["kind"], r["audit"]) for r in rows] == [("non-private", "passed"), ("private", "passed")]
-    reports = [out / "points" / name / "audit" / "audit.json" for name in ("non-private-seed0", "sigma-2-seed0")]
-    audited = [json.loads(path.read_text()) for path in reports]
-    assert [a["run"]["dp_sigma"] for a in audited] == [0.0, 2.0]
-    points = attack_points(reports)
-    assert points and all(len(runs) == 2 for runs in points.values())
-    assert [math.isfinite(r["epsilon"]) for r in next(iter(points.values()))] == [True, False]  # sigma 2, then no DP
-    assert (out / "leakage.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
