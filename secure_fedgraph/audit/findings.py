@@ -107,6 +107,8 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "M-PRG": "the masks' PRG and key sizes are properties of the code, not of the messages",
     "M-SIGN": "signature checks happen inside the clients; a transcript shows signed keys, not a refused forgery",
     "M-POLICY": "a client's own minimums are in its options, not on the wire",
+    "DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",
+    "DP-SGD-FLOOR": "a client's --min-dpsgd-sigma is in its options, not on the wire; a refusal happens at the Welcome",
     "M-CONSISTENCY": "signatures are checked by clients before they reveal anything; the server's transcript cannot verify them without the identity keys' policy",
     "M-REPLAY": "refused replays never reach a transcript",
     "M-WRAP": "a client refuses a sum that could wrap before it sends anything",

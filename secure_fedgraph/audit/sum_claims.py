@@ -180,12 +180,15 @@ def _sums_equal(view: RunView, claim: str) -> Finding:
     plaintexts, within the stated bound."""
     if not view.with_clients:
         return not_applicable(claim, "needs the clients' audit records (client --transcript DIR --audit, or run --transcript) as ground truth")
-    checked, worst, failures, skipped, kept = 0, 0.0, [], 0, 0
+    checked, worst, failures, skipped, kept, noised = 0, 0.0, [], 0, 0, 0
     for attempt in view.sums:
         if attempt.deliver is None:
             continue
         if claim == "M-SUM" and attempt.deliver.aggregate is None:
             kept += 1  # a server-only sum: the server unmasked it and delivered only its contributor set
+            continue
+        if attempt.request.spec.noise is not None:
+            noised += 1  # the sum of the clients' records plus distributed DP noise: DDP-NOISE measures that noise
             continue
         parts = [view.contribution(attempt, c) for c in attempt.contributors]
         if any(p is None for p in parts) or not parts:
@@ -213,6 +216,7 @@ def _sums_equal(view: RunView, claim: str) -> Finding:
         if error > bound:
             failures.append(f"{attempt.name} (round {attempt.round}): error {error:.3g} > bound {bound:.3g}")
     also = f"; {kept} server-only sums (their aggregate stays in the server, not in its transcript)" if kept else ""
+    also += f"; {noised} noised sums (distributed DP: checked under DDP-NOISE)" if noised else ""
     if not checked:
         return not_applicable(claim, f"no delivered aggregate to check against its contributors' records ({skipped} lacked some){also}")
     if failures:

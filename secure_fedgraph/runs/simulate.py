@@ -56,6 +56,7 @@ def simulate(
     say: Callable[[str], None] | None = None,
     policy: ClientPolicy | None = None,
     restart_at: CrashPoint | None = None,
+    reproducible_noise: bool = False,
     transcripts: str | os.PathLike | None = None,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
@@ -66,11 +67,14 @@ def simulate(
     would). ``restart_at``: the server dies on entering that step and the
     run goes on in a new session from its last checkpoint, every client from the state it kept
     (what ``server --resume`` does across processes); the result is the resumed session's.
+    ``reproducible_noise``: every client's DP noise derived from the run seed, as with ``client
+    --reproducible-dp-noise`` (to compare a DP run across transports; the server could remove
+    such noise); off: fresh OS randomness.
     ``transcripts``: a folder for every party's transcript (``transcript.bin``, the server's;
     ``clients/client-<id>.bin`` with each client's audit records), which ``secure-fedgraph
     audit`` reads as it reads a run across processes."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                     restart_at=restart_at, transcripts=transcripts)
+                     restart_at=restart_at, reproducible_noise=reproducible_noise, transcripts=transcripts)
 
 
 ONE_PARTY = SecureSumConfig(backend=Backend.PLAIN, min_survivors=1)
@@ -110,24 +114,27 @@ class _Host:
 
 
 def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., ServerRole], *, data_dir, drop=None, intercept=None,
-              record=False, say=None, policy=None, restart_at: CrashPoint | None = None, transcripts=None) -> SimulationResult:
+              record=False, say=None, policy=None, restart_at: CrashPoint | None = None, reproducible_noise: bool = False,
+              transcripts=None) -> SimulationResult:
     started = time.perf_counter()
     writers = RunTranscripts(transcripts) if transcripts is not None else None
     try:
         return _simulate_with(plan, secure, server_role, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                              restart_at=restart_at, writers=writers, started=started)
+                              restart_at=restart_at, reproducible_noise=reproducible_noise, writers=writers, started=started)
     finally:
         if writers is not None:
             writers.close()
 
 
-def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, record, say, policy, restart_at, writers, started) -> SimulationResult:
+def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, record, say, policy, restart_at, reproducible_noise, writers,
+                   started) -> SimulationResult:
     if restart_at is not None:
         check_resumable(plan.name)
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
     directory = {c: k.public_bytes for c, k in identities.items()}
-    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE)
+    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE,
+                                 reproducible_noise=reproducible_noise)
                 for c in ids}
     server_data = plan.load_server_data(data_dir)
     checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)

@@ -1,7 +1,7 @@
 """A real client process killed on entering each secure-sum stage of each plan (issue 14, item 4;
 threat_model.md R-DROP).
 
-For fedavg-gru, CNFGNN and FedSTGD, and each stage of the mask protocol (advertise, share_keys,
+For fedavg-gru, CNFGNN, FedSTGD and FedRel, and each stage of the mask protocol (advertise, share_keys,
 input, consistency, unmask, deliver): a server process, a process hosting the survivors (clients
 0-4) and one hosting the victims (5 and 6), started with ``client --crash-at STAGE@1``. The
 victims' process SIGKILLs itself on receiving its first request of that stage in round 1, before
@@ -40,6 +40,7 @@ import pytest
 
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers import CNFGNN, FedAvgGRU, FedSTGD
+from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig, FedRelSums
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.fedstgd import FedSTGDConfig, initial_weights
@@ -49,7 +50,7 @@ from secure_fedgraph.protocol.spec import SumSpec
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.forecasting import weights_of
-from tests.helpers import HZMETRO_DIR, needs_hzmetro
+from tests.helpers import HZMETRO_DIR, UEA_DIR, needs_hzmetro, needs_uea
 
 STAGES = ("advertise", "share_keys", "input", "consistency", "unmask", "deliver")
 CLIENTS, SURVIVORS, VICTIMS = 7, "0-4", (5, 6)
@@ -184,3 +185,31 @@ def test_fedstgd_survives_a_client_process_killed_at_each_stage(start_server, st
     assert metrics["abandoned_sums"] == ({"pq": 1} if stage == "input" else {})
     contributors = _round_one_fedavg_contributors(metrics, initial_weights(config))
     assert contributors == (CLIENTS if stage in ("consistency", "unmask") else CLIENTS - len(VICTIMS))
+
+
+def _fedrel_numbers(m: dict) -> list[float]:
+    return [v for r in m["rounds"] for v in (r["acc"], r["f1"], r["clients"])] + [m["test_acc"], m["test_f1"]]
+
+
+@needs_uea
+@pytest.mark.parametrize("stage", STAGES)
+def test_fedrel_survives_a_client_process_killed_at_each_stage(start_server, stage):
+    """FedRel (relevance aggregation): round 1 is its key set-up, the sum of the d_hat_k (every
+    stage), the relevance sum [e_k Theta_k, e_k] and the released confusion matrices. The victims'
+    d_hat_k is in round 1's first sum exactly when they died at consistency, unmask or deliver, and
+    never in its relevance sum: Theta = sum e_k Theta_k / sum e_k over the survivors, with d_tilde
+    over whoever the first sum held. Compared with mask in one process (bit for bit) and with
+    plain over the same survivors (within the encoding error), as for fedavg-gru."""
+    options = dict(dataset="basicmotions", clients=CLIENTS, split="iid", rounds=2, local_steps=1, vae_rounds=1, vae_local_steps=1,
+                   features=8, hidden=8)
+    plan = FedRel(FedRelConfig(**options))
+    replays = _replays(plan, stage, plain_stage=PLAIN_CRASH[stage], data_dir=UEA_DIR)
+    del options["clients"]  # the server's --clients
+    metrics, (mask, plain) = _crash_run(start_server, plan="fedrel", options=options, stage=stage,
+                                        client_args=("--data-dir", str(UEA_DIR)), replays=replays)
+    _assert_same_run(metrics, mask, _fedrel_numbers, exact=True)
+    _assert_same_run(metrics, plain, _fedrel_numbers, exact=False)
+    distribution = metrics["elements_by_phase"]["aggregation"]["up"]  # round 0: 7 x (m + relevance); round 1: its two sums
+    sums = FedRelSums(FedRelConfig(**options, clients=CLIENTS))
+    held = (distribution - CLIENTS * sums.elements_per_round() - (CLIENTS - len(VICTIMS)) * sums.relevance.size) // sums.distribution.size
+    assert held == (CLIENTS if stage in IN_THE_SUM else CLIENTS - len(VICTIMS))

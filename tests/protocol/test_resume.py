@@ -21,7 +21,8 @@ from secure_fedgraph.protocol.secure_sum.roles import ClientRole, new_session_id
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.runs.simulate import simulate
-from tests.helpers import WeakServer, defence_stops, make_inputs
+from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig
+from tests.helpers import UEA_DIR, WeakServer, defence_stops, make_inputs, needs_uea
 
 TINY = FedAvgGRUConfig(rounds=3, sensors=5, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)
 MASK = SecureSumConfig(backend=Backend.MASK)
@@ -60,6 +61,21 @@ def test_a_run_resumed_after_the_server_died_gives_the_uninterrupted_numbers(pla
     assert resumed["elements_by_phase"] == uninterrupted["elements_by_phase"]
 
 
+@needs_uea
+@pytest.mark.parametrize("aggregation,crash_at", [("relevance", CrashPoint(Stage.UNMASK, 2)), ("uniform", CrashPoint(Stage.INPUT, 1))])
+def test_a_fedrel_run_resumed_after_the_server_died_gives_the_uninterrupted_numbers(aggregation, crash_at):
+    """FedRel: each participant keeps its model, Adam state, dropout generator, d_k and d_tilde
+    at the round boundary; the server keeps the metrics so far. Resumed in round 2 (relevance:
+    after the d_hat sum, in the relevance sum's unmask step) or round 1: the same numbers."""
+    plan = FedRel(FedRelConfig(clients=3, rounds=3, local_steps=2, vae_rounds=1, vae_local_steps=1, features=8, hidden=8,
+                               aggregation=aggregation))
+    uninterrupted = simulate(plan, MASK, data_dir=UEA_DIR).metrics
+    resumed = simulate(plan, MASK, data_dir=UEA_DIR, restart_at=crash_at).metrics
+    assert resumed["resumed"] == [{"round": crash_at.round, "clients": 3}]
+    assert resumed["rounds"] == uninterrupted["rounds"] and resumed["test_f1"] == uninterrupted["test_f1"]
+    assert resumed["elements_by_phase"] == uninterrupted["elements_by_phase"]
+
+
 def test_a_fedavg_gru_run_resumed_with_ckks_gives_the_numbers_within_the_stated_error():
     """ckks: the resumed session deals fresh keys, so its encryption noise differs; the released
     error totals are rounded to the stated precision, so the numbers agree within it."""
@@ -83,7 +99,7 @@ def test_a_client_that_left_before_the_checkpoint_stays_out_and_the_numbers_stil
 
 def test_only_the_plans_that_save_their_state_can_resume():
     """CNFGNN and FedSTGD are refused with their reason (README "Restarting the server")."""
-    assert RESUMABLE == {"fedavg-gru", "local-gru", "fedavg-vector"} and RESUMABLE < set(PLAN_NAMES)
+    assert RESUMABLE == {"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"} and RESUMABLE < set(PLAN_NAMES)
     with pytest.raises(ConfigError, match="plan cnfgnn cannot be resumed: its server's Graph Network and Adam state"):
         simulate(CNFGNN(CNFGNNConfig(sensors=3, rounds=2)), MASK, restart_at=CrashPoint(Stage.INPUT, 1))
 
