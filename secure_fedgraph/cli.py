@@ -302,29 +302,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit(args: argparse.Namespace) -> int:
-    from secure_fedgraph.audit import audit, lines, write_report
-
-    out = Path(args.out) if args.out else Path(args.run_dir) / "audit"
-    report = audit(args.run_dir, _client_transcripts(args.client_transcripts), data_dir=args.data_dir, attacks=not args.no_attacks,
-                   seed=args.seed, say=print)
-    for line in lines(report):
-        print(line)
-    paths = write_report(report, out)
-    verdict = "passed" if report.passed else f"FAILED ({', '.join(report.failed)})"
-    print(f"audit: {verdict}; {report.run['mode']}; report in {paths['md']} and {paths['json']}, figures beside them")
-    return 0 if report.passed else 1
-
-
-def _client_transcripts(given: list[str]) -> list[Path]:
-    """Client transcripts: files, or folders of ``client-*.bin`` (``client --transcript DIR``)."""
-    paths: list[Path] = []
-    for item in given:
-        path = Path(item)
-        paths.extend(sorted(path.glob("client-*.bin")) if path.is_dir() else [path])
-    return paths
-
-
 def _sweep(args: argparse.Namespace) -> int:
     from secure_fedgraph.runs.sweep import SweepOptions, sweep
 
@@ -358,6 +335,29 @@ def _numbers(option: str, text: str, kind: type, check) -> list:
         except ConfigError as exc:
             raise ConfigError(f"{option}: {exc}") from None
     return values
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from secure_fedgraph.audit import audit, lines, write_report
+
+    out = Path(args.out) if args.out else Path(args.run_dir) / "audit"
+    report = audit(args.run_dir, _client_transcripts(args.client_transcripts), data_dir=args.data_dir, attacks=not args.no_attacks,
+                   seed=args.seed, say=print)
+    for line in lines(report):
+        print(line)
+    paths = write_report(report, out)
+    verdict = "passed" if report.passed else f"FAILED ({', '.join(report.failed)})"
+    print(f"audit: {verdict}; {report.run['mode']}; report in {paths['md']} and {paths['json']}, figures beside them")
+    return 0 if report.passed else 1
+
+
+def _client_transcripts(given: list[str]) -> list[Path]:
+    """Client transcripts: files, or folders of ``client-*.bin`` (``client --transcript DIR``)."""
+    paths: list[Path] = []
+    for item in given:
+        path = Path(item)
+        paths.extend(sorted(path.glob("client-*.bin")) if path.is_dir() else [path])
+    return paths
 
 
 def _test_summary(metrics: dict) -> str:

@@ -313,3 +313,4 @@ def server_context_is_public(view: RunView) -> Finding:
         context = ts.context_from(deal.public_context)
         secret += bool(context.has_secret_key() or context.is_private())
     return verdict("C-PUBLIC", not secret, f"{len(view.key_deals)} public contexts the server received; {secret} hold a secret key")
+

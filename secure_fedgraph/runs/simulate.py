@@ -69,10 +69,9 @@ def simulate(
     (what ``server --resume`` does across processes); the result is the resumed session's.
     ``reproducible_noise``: every client's DP noise derived from the run seed, as with ``client
     --reproducible-dp-noise`` (to compare a DP run across transports; the server could remove
-    such noise); off: fresh OS randomness.
-    ``transcripts``: a folder for every party's transcript (``transcript.bin``, the server's;
-    ``clients/client-<id>.bin`` with each client's audit records), which ``secure-fedgraph
-    audit`` reads as it reads a run across processes."""
+    such noise); off: fresh OS randomness. ``transcripts``: a folder for every party's transcript
+    (``transcript.bin``, the server's; ``clients/client-<id>.bin`` with each client's audit
+    records), which ``secure-fedgraph audit`` reads as it reads a run across processes."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
                      restart_at=restart_at, reproducible_noise=reproducible_noise, transcripts=transcripts)
 

@@ -17,7 +17,7 @@ from secure_fedgraph.audit.findings import CHECKERS, NOT_IN_TRANSCRIPTS
 from secure_fedgraph.papers.cnfgnn import CNFGNN, CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
-from secure_fedgraph.privacy.mechanisms.gaussian import GaussianRows
+from secure_fedgraph.privacy import GaussianRows
 from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.stages import Stage
@@ -206,3 +206,31 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
                         / 2.0**precision_bits)
     report = audit(run(tmp_path / "leaky", "plain"), _clients(tmp_path / "leaky"), attacks=False)
     assert report.finding("DDP-NOISE").verdict is Verdict.FAIL, report.finding("DDP-NOISE").evidence
+
+
+def test_distributed_dp_is_audited_and_a_server_asking_no_noise_fails_ddp_noise(tmp_path, monkeypatch):
+    """fedavg-vector with distributed DP (multiplier 1): every round's model sum asked for the
+    plan's noise (DDP-NOISE) and the epsilon recomputed from the noised sums and their
+    contributors equals the run's report (DDP-ACCOUNT). A report claiming less epsilon fails
+    DDP-ACCOUNT; a server that asks for no noise while the plan says 1 fails DDP-NOISE."""
+    import json
+
+    from secure_fedgraph.protocol.engine import ServerContext
+
+    plan = FedAvgVector(FedAvgVectorConfig(clients=4, length=64, rounds=2, ddp_noise=1.0))
+    noised = tmp_path / "noised"
+    metrics = simulate(plan, SecureSumConfig(backend=Backend.MASK), transcripts=noised).metrics
+    (noised / "metrics.json").write_text(json.dumps(metrics, default=str))
+    report = audit(noised, [], attacks=False)
+    assert report.passed and report.finding("DDP-NOISE").verdict is Verdict.PASS, report.finding("DDP-NOISE").evidence
+    assert report.finding("DDP-ACCOUNT").verdict is Verdict.PASS and report.finding("DDP-ACCOUNT").details["epsilon"] == metrics["privacy"]["epsilon_max"]
+
+    metrics["privacy"]["epsilon_max"] /= 2  # a report that understates what the sums spent
+    (noised / "metrics.json").write_text(json.dumps(metrics, default=str))
+    assert audit(noised, [], attacks=False).failed == ["DDP-ACCOUNT"]
+
+    monkeypatch.setattr(ServerContext, "sum_noise", lambda self, **kw: None)  # the server asks for no noise
+    bare = tmp_path / "bare"
+    simulate(plan, SecureSumConfig(backend=Backend.MASK), transcripts=bare)
+    report = audit(bare, [], attacks=False)
+    assert report.failed == ["DDP-NOISE"], [(f.claim, f.evidence) for f in report.findings if not f.passed]
