@@ -5,7 +5,7 @@
 # run's audit (audit.md, audit.json, figures); sigma-0 is the run without DP.
 # Usage: sh results/audit-cnfgnn/run.sh [WORK_DIR]   (about 30 minutes on 2 shared cores)
 set -e
-WORK=${1:-/tmp/audit-cnfgnn}
+WORK=${1:-/tmp/audit-cnfgnn-runs}
 HERE=$(dirname "$0")
 for sigma in 0 0.1 0.3 1 4; do
   secure-fedgraph run cnfgnn --rounds 1 --set max_server_batches=8 --set max_windows=300 --dp-sigma "$sigma" --transcript --out "$WORK/sigma-$sigma"
