@@ -52,14 +52,13 @@ def transcript_accountant(view: RunView):
     if not sigma and not reports:
         return None
     accountant = PrivacyAccountant()
-    if sigma:
-        batch_index: dict[tuple[int, int], int] = defaultdict(int)
-        for upload in activation_uploads(view):
-            rows = next(iter(upload.tensors.values())).shape[0]
-            if upload.name == ACTIVATIONS:
-                accountant.record(upload.client, RowRelease("train", _batch(view, upload.client, upload.round, batch_index), sigma))
-            else:
-                accountant.record(upload.client, RowRelease(upload.name.split(":", 1)[1], np.arange(rows), sigma))
+    batch_index: dict[tuple[int, int], int] = defaultdict(int)
+    for upload in activation_uploads(view):  # with sigma 0 too (DP-SGD alone): un-noised hidden states cost an infinite epsilon
+        rows = next(iter(upload.tensors.values())).shape[0]
+        if upload.name == ACTIVATIONS:
+            accountant.record(upload.client, RowRelease("train", _batch(view, upload.client, upload.round, batch_index), sigma))
+        else:
+            accountant.record(upload.client, RowRelease(upload.name.split(":", 1)[1], np.arange(rows), sigma))
     for client, (s, rate, steps) in reports.items():
         accountant.record_steps(client, Steps(s, rate, steps))
     return accountant

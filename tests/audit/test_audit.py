@@ -234,3 +234,28 @@ def test_distributed_dp_is_audited_and_a_server_asking_no_noise_fails_ddp_noise(
     simulate(plan, SecureSumConfig(backend=Backend.MASK), transcripts=bare)
     report = audit(bare, [], attacks=False)
     assert report.failed == ["DDP-NOISE"], [(f.claim, f.evidence) for f in report.findings if not f.passed]
+
+
+@pytest.mark.parametrize("overrides", [dict(dp_sigma=1.0, dp_unit="reading"), dict(dp_sigma=1.0, variant="sl", rounds=2),
+                                       dict(dp_sigma=2.0, dpsgd_sigma=1.0)], ids=["reading-unit", "split-learning", "with-dp-sgd"])
+def test_dp_account_recomputes_the_runs_epsilon_for_its_unit_variant_and_dp_sgd(overrides, tmp_path, monkeypatch):
+    """DP-ACCOUNT rebuilds the accountant from the transcript (every row of each h_c upload;
+    split learning's batches from the shared order; the clients' DP-SGD reports) for the run's
+    privacy unit and matches the run's epsilon; a report that understates it fails. With DP-SGD,
+    a client reporting less noise than announced fails DP-SGD."""
+    run = _cnfgnn_run(tmp_path / "run", **overrides)
+    report = audit(run, [], attacks=False)
+    assert report.passed and report.finding("DP-ACCOUNT").verdict is Verdict.PASS, report.finding("DP-ACCOUNT").evidence
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert report.finding("DP-ACCOUNT").details["epsilon"] == pytest.approx(metrics["privacy"]["epsilon_max"], rel=1e-9)
+    metrics["privacy"]["epsilon_max"] /= 2
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert audit(run, [], attacks=False).failed == ["DP-ACCOUNT"]
+    if "dpsgd_sigma" in overrides:
+        assert report.finding("DP-SGD").verdict is Verdict.PASS
+        from secure_fedgraph.protocol.engine import ClientContext
+
+        honest = ClientContext.report_privacy
+        monkeypatch.setattr(ClientContext, "report_privacy", lambda self: dataclasses.replace(
+            honest(self), tensors={"steps": honest(self).tensors["steps"] * np.array([0.5, 1, 1])}))
+        assert "DP-SGD" in audit(_cnfgnn_run(tmp_path / "low", **overrides), [], attacks=False).failed
