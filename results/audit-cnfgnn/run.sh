@@ -3,7 +3,7 @@
 # batches, the first 300 windows of each split, audited (from every party's transcript) per DP
 # noise level; then the attack errors against epsilon. Each sigma-S/ folder here holds that
 # run's audit (audit.md, audit.json, figures); sigma-0 is the run without DP.
-# Usage: sh results/audit-cnfgnn/run.sh [WORK_DIR]   (about 30 minutes on 2 shared cores)
+# Usage: sh results/audit-cnfgnn/run.sh [WORK_DIR]   (about 17 minutes on 2 shared cores)
 set -e
 WORK=${1:-/tmp/audit-cnfgnn-runs}
 HERE=$(dirname "$0")
