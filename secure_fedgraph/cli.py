@@ -579,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     run.add_argument("--transcript", action="store_true",
                      help="also write every party's transcript: RUN_DIR/transcript.bin (the server's) and RUN_DIR/clients/client-<id>.bin "
-                          "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`")
+                          "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`; replaces transcripts the folder held")
     _add_secure_options(run)
     run.set_defaults(handler=_run)
 
