@@ -87,10 +87,13 @@ class RunTranscripts:
     in the formats the gRPC runtimes write (``server --transcript``; ``client --transcript DIR
     --audit``), so ``secure-fedgraph audit`` reads either. The clients' files hold audit records
     (their plaintext contributions, their uploads before the DP hook): one user runs every party
-    here, and those records are that user's own data."""
+    here, and those records are that user's own data. A new run starts the files afresh (a
+    folder reused for another run would otherwise mix two runs' records in one audit)."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
+        for old in [self.folder / "transcript.bin", *(self.folder / "clients").glob("client-*.bin")]:
+            old.unlink(missing_ok=True)
         self.server = TranscriptWriter(self.folder / "transcript.bin")
         self._clients: dict[int, TranscriptWriter] = {}
         self._lock = threading.Lock()

@@ -311,11 +311,12 @@ def _sweep(args: argparse.Namespace) -> int:
     options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
                            jobs=args.jobs, out=Path(args.out),
                            run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
-                           data_dir=args.data_dir, centralised=not args.no_centralised)
+                           data_dir=args.data_dir, centralised=not args.no_centralised, attacks=args.attacks)
     folder, failures = sweep(options, say=print)
     for line in failures:
         print(f"sweep: failed: {line}", file=sys.stderr)
     print(f"sweep: {folder / 'sweep.csv'}, {folder / 'sweep.md'} and {folder / 'sweep.png'}"
+          + (f"; the attacks against epsilon in {folder / 'leakage-against-epsilon.png'}" if args.attacks else "")
           + (f"; {len(failures)} run(s) failed" if failures else ""))
     return 1 if failures else 0
 
@@ -504,7 +505,7 @@ def _preflight(args: argparse.Namespace) -> None:
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
     elif args.command == "sweep":
-        from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, PRIVACY_OPTION
+        from secure_fedgraph.papers import ATTACKED_PLANS, CALIBRATES_PRIVACY_OPTION, PRIVACY_OPTION
         import importlib.util
 
         if args.plan not in PRIVACY_OPTION:
@@ -512,6 +513,9 @@ def _preflight(args: argparse.Namespace) -> None:
         if args.epsilons is not None and args.plan not in CALIBRATES_PRIVACY_OPTION:
             raise ConfigError(f"sweep: plan {args.plan} cannot calibrate {PRIVACY_OPTION[args.plan]} to a target epsilon (its epsilon depends "
                               f"on the clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+        if args.attacks and args.plan not in ATTACKED_PLANS:
+            raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {args.plan}'s uploads (plans with one: "
+                              f"{', '.join(sorted(ATTACKED_PLANS))})")
         for option in ("sigmas", "epsilons"):
             if getattr(args, option) is not None:
                 values = _numbers(f"--{option}", getattr(args, option), float, lambda v: positive_number("value", v))
@@ -575,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     run.add_argument("--transcript", action="store_true",
                      help="also write every party's transcript: RUN_DIR/transcript.bin (the server's) and RUN_DIR/clients/client-<id>.bin "
-                          "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`")
+                          "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`; replaces transcripts the folder held")
     _add_secure_options(run)
     run.set_defaults(handler=_run)
 
@@ -714,6 +718,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option for every run, e.g. sensors=50 (repeatable)")
     sweep.add_argument("--backend", choices=["plain", "mask"], default="mask", help="secure-sum backend of every run (default mask)")
     sweep.add_argument("--no-centralised", action="store_true", help="skip the centralised reference runs")
+    sweep.add_argument("--attacks", action="store_true",
+                       help="also audit every private and non-private run from its transcripts (run --transcript; secure-fedgraph audit, "
+                            "into its folder's audit/) and draw the leakage attacks' errors against epsilon: OUT/leakage-against-epsilon.png "
+                            "(cnfgnn)")
     sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
     sweep.set_defaults(handler=_sweep, clients=None)
 

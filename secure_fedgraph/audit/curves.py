@@ -50,7 +50,7 @@ def leakage_against_epsilon(audit_jsons: Iterable[str | Path], out: str | Path) 
         xs = [r["epsilon"] if math.isfinite(r["epsilon"]) else right for r in runs]
         for series in sorted({k for r in runs for k in r["errors"]}, key=lambda k: ("guess" in k, "no-DP" in k, k)):
             pairs = [(x, r["errors"][series]) for x, r in zip(xs, runs, strict=True) if series in r["errors"]]
-            style = "k--" if "guess" in series else ("g:" if "no-DP" in series or "without" in series else "r-o")
+            style = "k--" if "guess" in series else ("g.:" if "no-DP" in series or "without" in series else "r-o")
             ax.plot([p[0] for p in pairs], [p[1] for p in pairs], style, label=series, ms=4)
         ax.set_xscale("log")
         if any(not math.isfinite(r["epsilon"]) for r in runs):

@@ -107,12 +107,8 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "M-PRG": "the masks' PRG and key sizes are properties of the code, not of the messages",
     "M-SIGN": "signature checks happen inside the clients; a transcript shows signed keys, not a refused forgery",
     "M-POLICY": "a client's own minimums are in its options, not on the wire",
-    "DDP-FLOOR": "a client's own minimums are in its options, not on the wire (a refusing client shows only as one that left)",
-    "DP-SGD-FLOOR": "a client's own minimums are in its options, not on the wire (a refusing client shows only as one that left)",
-    "DP-SGD": "DP-SGD runs inside each client's optimiser; the server receives only the trained model, whose noise no transcript can tell "
-              "from training (the steps each client counted are in metrics.json)",
-    "DDP-RANGE": "the noise's tail bound enters the ring's capacity check before the round, in the code; M-RANGE checks that every "
-                 "delivered sum fits its ring",
+    "DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",
+    "DP-SGD-FLOOR": "a client's --min-dpsgd-sigma is in its options, not on the wire; a refusal happens at the Welcome",
     "M-CONSISTENCY": "signatures are checked by clients before they reveal anything; the server's transcript cannot verify them without the identity keys' policy",
     "M-REPLAY": "refused replays never reach a transcript",
     "M-WRAP": "a client refuses a sum that could wrap before it sends anything",

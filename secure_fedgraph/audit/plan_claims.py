@@ -15,7 +15,7 @@ from secure_fedgraph.audit.sum_claims import plaintext_probe
 
 ACTIVATIONS = "h_c"  # CNFGNN's uploaded hidden states: "h_c", "h_c:train", "h_c:val", "h_c:test"
 GRADIENTS = "dL/dh_G"
-CNFGNN_UPLOADS = ("window_counts", GRADIENTS)
+CNFGNN_UPLOADS = ("window_counts", GRADIENTS, "privacy:dpsgd")  # the last: each client's DP-SGD report (protocol/engine.py)
 
 
 def is_activation(name: str) -> bool:
@@ -32,7 +32,7 @@ def server_gets_no_raw_data(view: RunView) -> Finding:
     (hidden_size wide: never the 12-step readings or targets); FedAvg weights only as sums."""
     hidden = int(view.plan_config["hidden_size"])
     odd = [u for u in view.uploads if not (u.name in CNFGNN_UPLOADS or is_activation(u.name))]
-    wrong = [u for u in view.uploads if u.name != "window_counts" and any(t.ndim != 2 or t.shape[1] != hidden for t in u.tensors.values())]
+    wrong = [u for u in view.uploads if u.name not in ("window_counts", "privacy:dpsgd") and any(t.ndim != 2 or t.shape[1] != hidden for t in u.tensors.values())]
     weights = [a for a in view.sums if a.name == "weights"]
     clear_weights = sum(len(a.inputs) for a in weights if a.request.encoding is None and view.backend != "ckks")
     kinds = ", ".join(f"{n} x{k}" for n, k in sorted(_count_names(view.uploads).items()))
@@ -103,63 +103,6 @@ def uploads_are_clipped_and_noised(view: RunView) -> Finding:
                       f"{sigma:g} x clip {clip:g} alone gives {floor_:.3g} (a clean clipped row at most {clip ** 2:g})",
                       mean_squared_norm=float(squared.mean()), noise_floor=floor_)
     return with_plot(finding, "dp-norms", (squared[:200_000], floor_, clip**2))
-
-
-def window_epsilon(sigma: float, releases: int, delta: float) -> float:
-    """Epsilon (opacus RDP) of one window released ``releases`` times with noise multiplier ``sigma``."""
-    from secure_fedgraph.privacy import rdp_epsilon
-
-    return rdp_epsilon([(sigma, 1.0, releases)], delta)
-
-
-def releases_per_client(view: RunView) -> dict[int, int]:
-    """How often each client's most released window went out, from the uploads: every upload of
-    ``h_c:<split>`` releases each window of the split once; split learning's per-batch ``h_c``
-    releases each training window once per round (its batches are disjoint)."""
-    per_unit: dict[tuple[int, str], int] = defaultdict(int)
-    batch_rounds: dict[int, set[int]] = defaultdict(set)
-    for upload in activation_uploads(view):
-        if upload.name == ACTIVATIONS:
-            batch_rounds[upload.client].add(upload.round)
-        else:
-            per_unit[(upload.client, upload.name.split(":", 1)[1])] += 1
-    for client, rounds in batch_rounds.items():
-        per_unit[(client, "train")] += len(rounds)
-    out: dict[int, int] = defaultdict(int)
-    for (client, _), n in per_unit.items():
-        out[client] = max(out[client], n)
-    return dict(out)
-
-
-@checks("DP-ACCOUNT")
-def epsilon_matches_the_releases(view: RunView) -> Finding:
-    """Epsilon recomputed from the releases the transcript shows equals the run's report."""
-    settings, uploads = dp_settings(view), activation_uploads(view)
-    if settings is None or not uploads or settings[0] == 0:
-        return not_applicable("DP-ACCOUNT", "no noised uploads in this run")
-    unit = view.plan_config.get("dp_unit", "window")
-    if unit != "window":
-        return not_applicable("DP-ACCOUNT", f"privacy unit {unit!r}: the transcript counts the releases of a window, and a {unit} takes part "
-                                            "in several (the run's report prices them; privacy/analysis/units.py)")
-    if float(view.plan_config.get("dpsgd_sigma", 0) or 0) > 0:
-        return not_applicable("DP-ACCOUNT", "the run also trains with DP-SGD, whose steps each client's optimiser counts: no transcript "
-                                            "shows them")
-    sigma = settings[0]
-    delta = float(view.plan_config.get("dp_delta", 1e-5))
-    releases = releases_per_client(view)
-    most = max(releases.values())
-    epsilon = window_epsilon(sigma, most, delta)
-    details = {"epsilon": epsilon, "delta": delta, "releases": most}
-    reported = (view.metrics or {}).get("privacy")
-    if reported is None:
-        return not_applicable("DP-ACCOUNT", f"the transcript shows at most {most} releases of a window per client: epsilon {epsilon:.4g} at "
-                                            f"delta {delta:g} (sigma {sigma:g}); no metrics.json to compare with")
-    ours = {str(c): n for c, n in sorted(releases.items())}
-    theirs = {c: n for c, n in reported.get("releases_per_client", {}).items() if n}
-    same = ours == theirs and math.isclose(epsilon, float(reported["epsilon_max"]), rel_tol=1e-9)
-    return verdict("DP-ACCOUNT", same, f"the transcript shows at most {most} releases of a window per client: epsilon {epsilon:.4g} at "
-                   f"delta {delta:g}; the run reported {float(reported['epsilon_max']):.4g}"
-                   + ("" if ours == theirs else "; the per-client release counts differ"), **details)
 
 
 @checks("DP-UNIT")

@@ -5,7 +5,6 @@ also the clients' plaintext contributions, so sums and probes are checked agains
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 import numpy as np
@@ -181,12 +180,15 @@ def _sums_equal(view: RunView, claim: str) -> Finding:
     plaintexts, within the stated bound."""
     if not view.with_clients:
         return not_applicable(claim, "needs the clients' audit records (client --transcript DIR --audit, or run --transcript) as ground truth")
-    checked, worst, failures, skipped, kept = 0, 0.0, [], 0, 0
+    checked, worst, failures, skipped, kept, noised = 0, 0.0, [], 0, 0, 0
     for attempt in view.sums:
         if attempt.deliver is None:
             continue
         if claim == "M-SUM" and attempt.deliver.aggregate is None:
             kept += 1  # a server-only sum: the server unmasked it and delivered only its contributor set
+            continue
+        if attempt.request.spec.noise is not None:
+            noised += 1  # the sum of the clients' records plus distributed DP noise: DDP-NOISE measures that noise
             continue
         parts = [view.contribution(attempt, c) for c in attempt.contributors]
         if any(p is None for p in parts) or not parts:
@@ -214,6 +216,7 @@ def _sums_equal(view: RunView, claim: str) -> Finding:
         if error > bound:
             failures.append(f"{attempt.name} (round {attempt.round}): error {error:.3g} > bound {bound:.3g}")
     also = f"; {kept} server-only sums (their aggregate stays in the server, not in its transcript)" if kept else ""
+    also += f"; {noised} noised sums (distributed DP: checked under DDP-NOISE)" if noised else ""
     if not checked:
         return not_applicable(claim, f"no delivered aggregate to check against its contributors' records ({skipped} lacked some){also}")
     if failures:
@@ -311,51 +314,3 @@ def server_context_is_public(view: RunView) -> Finding:
         secret += bool(context.has_secret_key() or context.is_private())
     return verdict("C-PUBLIC", not secret, f"{len(view.key_deals)} public contexts the server received; {secret} hold a secret key")
 
-
-def _noised(view: RunView) -> list[SumAttempt]:
-    return [a for a in view.sums if a.deliver is not None and a.request.spec.noise is not None]
-
-
-@checks("DDP-NOISE", backends={"mask", "plain"})
-def model_sums_carry_the_stated_noise(view: RunView) -> Finding:
-    """With ``ddp_noise`` > 0 the clients were asked for noise in every round's model sum: each
-    noised sum's spec (what every client's input request announced) carries the plan's
-    multiplier and clip."""
-    z, clip = float(view.plan_config.get("ddp_noise", 0) or 0), float(view.plan_config.get("ddp_clip", 0) or 0)
-    if z <= 0:
-        return not_applicable("DDP-NOISE", f"plan {view.plan} has no distributed DP in this run (ddp_noise 0 or none)")
-    noised = _noised(view)
-    wrong = [a for a in noised if (a.request.spec.noise.noise_multiplier, a.request.spec.noise.l2_clip) != (z, clip)]
-    rounds = {a.round for a in view.sums if a.deliver is not None}
-    bare = sorted(rounds - {a.round for a in noised})
-    ok = bool(noised) and not wrong and not bare
-    return verdict("DDP-NOISE", ok, f"{len(noised)} delivered sums asked each client for Skellam noise of multiplier {z:g} at clip {clip:g} "
-                   f"over their expected contributors, in every round with a delivered sum" if ok else
-                   f"{len(wrong)} noised sums with other noise than the plan's ({z:g}, {clip:g}); rounds without a noised sum: {bare}",
-                   noised_sums=len(noised))
-
-
-@checks("DDP-ACCOUNT", backends={"mask", "plain"})
-def ddp_epsilon_matches_the_noised_sums(view: RunView) -> Finding:
-    """Epsilon recomputed from the noised sums the transcript shows (their specs and delivered
-    contributors, through the run's own noise ledger) equals the run's report."""
-    from secure_fedgraph.protocol.noise_ledger import NoiseLedger
-
-    noised = _noised(view)
-    if not noised:
-        return not_applicable("DDP-ACCOUNT", "no noised sum was delivered")
-    ledger = NoiseLedger()
-    for attempt in noised:
-        ledger.record(attempt.round, attempt.request.spec, frozenset(attempt.contributors))
-    secure = config_from_dict(view.config["secure_sum"])
-    delta = float(view.plan_config.get("ddp_delta", 1e-5))
-    ours = ledger.report(delta=delta, precision_bits=secure.mask.precision_bits, server_sees_inputs=view.backend == "plain",
-                         colluders=secure.mask.adversary.colluders(len(view.run_clients)))
-    reported = (view.metrics or {}).get("privacy")
-    said = f"{len(noised)} noised sums (contributors {sorted({len(a.contributors) for a in noised})}): epsilon {ours['epsilon_max']:.4g} at delta {delta:g}"
-    if reported is None or "noise_multiplier" not in reported:
-        return not_applicable("DDP-ACCOUNT", f"{said}; no metrics.json report of distributed DP to compare with")
-    same = math.isclose(ours["epsilon_max"], float(reported["epsilon_max"]), rel_tol=1e-9) and \
-        [s["contributors"] for s in ours["sums"]] == [s["contributors"] for s in reported["sums"]]
-    return verdict("DDP-ACCOUNT", same, f"{said}; the run reported {float(reported['epsilon_max']):.4g}"
-                   + ("" if same else " (or other contributors per sum)"), epsilon=ours["epsilon_max"])

@@ -42,6 +42,9 @@ PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise"}
 # plans that calibrate that option to a target epsilon before a run (`sweep --epsilons`, `run --target-epsilon`):
 # fedavg-gru's ddp_noise is not one, its epsilon depends on how many clients survive each sum
 CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn"})
+# plans whose uploads the audit attacks (secure_fedgraph/audit/attacks/: what `sweep --attacks` draws per epsilon);
+# tests/audit/test_leakage_attacks.py checks it against the attacks' own plans
+ATTACKED_PLANS = frozenset({"cnfgnn"})
 # the centralised baseline a sweep draws beside a plan (runs/comparison.py's method names)
 CENTRALISED_METHOD = {"cnfgnn": "gru+gn-centralised", "fedavg-gru": "gru-centralised"}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}

@@ -10,7 +10,11 @@ the same data and budget (``secure-fedgraph compare``'s method). Every point is 
 (up to ``jobs`` at once), writes its own run folder, and the sweep reads each one's
 ``metrics.json`` (test metric; ``privacy.epsilon_max`` at ``privacy.delta``) into
 ``sweep.csv``, ``sweep.md`` and ``sweep.png`` (the metric against epsilon, log-scaled, one
-marker per seed, the references as horizontal lines; matplotlib).
+marker per seed, the references as horizontal lines; matplotlib). With ``attacks``, every
+private and non-private run also writes its transcripts, ``secure-fedgraph audit`` audits it
+into its ``audit/`` (the leakage attacks beside their claims), and
+``leakage-against-epsilon.png`` draws each attack's error against epsilon from those audits
+(secure_fedgraph/audit/curves.py), the non-private run at "no DP".
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, CENTRALISED_METHOD, PRIVACY_OPTION
+from secure_fedgraph.papers import ATTACKED_PLANS, CALIBRATES_PRIVACY_OPTION, CENTRALISED_METHOD, PRIVACY_OPTION
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
@@ -51,6 +55,8 @@ class SweepOptions:
         budget: the plan's ``rounds``, ``sensors`` and ``max_windows`` (the centralised reference's budget).
         data_dir: data folder for every point.
         centralised: also run the centralised reference (where the plan has one).
+        attacks: also audit every private and non-private run (its transcripts, the leakage
+            attacks) and draw the attacks' errors against epsilon (papers.ATTACKED_PLANS).
     """
 
     plan: str
@@ -63,6 +69,7 @@ class SweepOptions:
     budget: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
     centralised: bool = True
+    attacks: bool = False
 
     def __post_init__(self) -> None:
         if self.plan not in PRIVACY_OPTION:
@@ -79,12 +86,16 @@ class SweepOptions:
             raise ConfigError(f"sweep: --seeds must be distinct, got {list(self.seeds)}")
         if self.jobs < 1:
             raise ConfigError(f"sweep: --jobs must be >= 1, got {self.jobs}")
+        if self.attacks and self.plan not in ATTACKED_PLANS:
+            raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {self.plan}'s uploads (plans with one: "
+                              f"{', '.join(sorted(ATTACKED_PLANS))})")
 
 
 @dataclass(frozen=True)
 class Point:
     """One run of the sweep: its kind (private, non-private, centralised), sigma or target
-    epsilon (a private point has one of them), seed, folder, command."""
+    epsilon (a private point has one of them), seed, folder, command; ``audit``: the command
+    that audits it once it finished (``sweep --attacks``)."""
 
     kind: str
     sigma: float | None
@@ -92,6 +103,7 @@ class Point:
     folder: Path
     command: tuple[str, ...]
     target: float | None = None
+    audit: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -127,7 +139,15 @@ def points(options: SweepOptions) -> list[Point]:
             out.append(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
                                                                  "--set", f"seed={seed}", "--target-epsilon", repr(epsilon),
                                                                  "--calibrate", knob), target=epsilon))
-    return out
+    return [_audited(p, data) for p in out] if options.attacks else out
+
+
+def _audited(point: Point, data: tuple[str, ...]) -> Point:
+    """``point`` writing its transcripts and audited afterwards (the centralised reference has none)."""
+    if point.kind == "centralised":
+        return point
+    return replace(point, command=(*point.command, "--transcript"),
+                   audit=_cli("audit", str(point.folder), str(point.folder / "clients"), "--out", str(point.folder / "audit"), *data))
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:
@@ -183,6 +203,9 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
         started = time.perf_counter()
         with open(point.folder / "output.txt", "w") as log:
             code = subprocess.run(point.command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+            if code == 0 and point.audit is not None:  # exit 1: a claim failed, which the audit reports; 2 or more: no audit
+                audited = subprocess.run(point.audit, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+                code = 0 if audited in (0, 1) else audited
         seconds = time.perf_counter() - started
         row, line = None, ""
         if code == 0:
@@ -297,11 +320,17 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
 
 
 def sweep(options: SweepOptions, say: Callable[[str], None] = print) -> tuple[Path, list[str]]:
-    """Run the sweep and write ``sweep.csv``, ``sweep.md`` and ``sweep.png`` into ``options.out``;
-    returns the folder and the failed points (their rows are missing from the three files)."""
+    """Run the sweep and write ``sweep.csv``, ``sweep.md`` and ``sweep.png`` into ``options.out``
+    (with ``attacks`` also ``leakage-against-epsilon.png``); returns the folder and the failed points (their rows are missing from the three files)."""
     options.out.mkdir(parents=True, exist_ok=True)
     rows, failures = run_points(points(options), jobs=options.jobs, say=say)
     write_csv(rows, options.out / "sweep.csv")
     (options.out / "sweep.md").write_text(markdown(rows, options))
     plot(rows, options, options.out / "sweep.png")
+    if options.attacks:
+        from secure_fedgraph.audit.curves import leakage_against_epsilon
+
+        audits = [p.folder / "audit" / "audit.json" for p in points(options) if p.audit is not None and (p.folder / "audit" / "audit.json").exists()]
+        if audits:
+            leakage_against_epsilon(audits, options.out / "leakage-against-epsilon.png")
     return options.out, failures

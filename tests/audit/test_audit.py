@@ -5,6 +5,7 @@ write every party's transcript; leaky settings make the right claim FAIL."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import re
 
@@ -114,7 +115,8 @@ def test_the_plain_backend_fails_the_secrecy_claims_and_the_secure_ones_pass(bac
 
 
 def _cnfgnn_run(folder: pathlib.Path, **overrides) -> pathlib.Path:
-    simulate(CNFGNN(CNFGNNConfig(**{**CNFGNN_TINY, **overrides})), SecureSumConfig(backend=Backend.MASK), transcripts=folder)
+    result = simulate(CNFGNN(CNFGNNConfig(**{**CNFGNN_TINY, **overrides})), SecureSumConfig(backend=Backend.MASK), transcripts=folder)
+    (folder / "metrics.json").write_text(json.dumps(result.metrics, default=str))
     return folder
 
 
@@ -127,6 +129,7 @@ def test_dp_noise_is_checked_from_both_sides_and_a_client_skipping_it_fails_dp_c
         report = audit(noised, clients, attacks=False)
         assert report.finding("DP-CLIENT").verdict is Verdict.PASS, report.finding("DP-CLIENT").evidence
         assert report.finding("SL-NORAW").verdict is Verdict.PASS and report.passed
+        assert report.finding("DP-ACCOUNT").verdict is Verdict.PASS, report.finding("DP-ACCOUNT").evidence
     assert report.finding("DP-UNIT").verdict is Verdict.PASS and "not noised" in report.finding("DP-UNIT").evidence
 
     from secure_fedgraph.privacy.mechanisms.gaussian import clip_rows
@@ -177,6 +180,34 @@ def test_with_ckks_the_server_learns_only_the_released_sums_and_they_equal_the_p
     assert {s["name"]: s["server_learned_sum"] for s in report.sums} == {"normalisation": False, "weights": False, "validation": True, "test": True}
 
 
+def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noise(tmp_path, monkeypatch):
+    """fedavg-vector with distributed DP over plain (the server sees each noisy input): the noise
+    in each input has the stated variance (DDP-NOISE) and the run's epsilon is the one the noise
+    ledger recomputes from the transcript's noised sums (DDP-ACCOUNT); over mask the ring covers
+    the noise's tail (DDP-RANGE). Clients that only clip and round while the sums announce noise
+    fail DDP-NOISE."""
+    from secure_fedgraph.protocol.secure_sum import roles
+    from secure_fedgraph.protocol.secure_sum.noise import clip_l2
+
+    def run(folder: pathlib.Path, backend: str) -> pathlib.Path:
+        result = simulate(FedAvgVector(FedAvgVectorConfig(clients=4, length=400, rounds=1, ddp_noise=2.0, ddp_clip=0.5)),
+                          SecureSumConfig(backend=Backend(backend)), transcripts=folder)
+        (folder / "metrics.json").write_text(json.dumps(result.metrics, default=str))
+        return folder
+
+    for backend in ("plain", "mask"):
+        report = audit(run(tmp_path / backend, backend), _clients(tmp_path / backend), attacks=False)
+        for claim in ("DDP-NOISE", "DDP-ACCOUNT", *(("DDP-RANGE",) if backend == "mask" else ())):
+            assert report.finding(claim).verdict is Verdict.PASS, (claim, report.finding(claim).evidence)
+        measured = report.finding("DDP-NOISE").details.get("largest_relative_deviation")
+        assert (measured is not None) == (backend == "plain")  # mask's sums here stay in the server: only the specs are checked
+
+    monkeypatch.setattr(roles, "noised", lambda x, noise, *, precision_bits: np.rint(clip_l2(x, noise.l2_clip) * 2.0**precision_bits)
+                        / 2.0**precision_bits)
+    report = audit(run(tmp_path / "leaky", "plain"), _clients(tmp_path / "leaky"), attacks=False)
+    assert report.finding("DDP-NOISE").verdict is Verdict.FAIL, report.finding("DDP-NOISE").evidence
+
+
 def test_distributed_dp_is_audited_and_a_server_asking_no_noise_fails_ddp_noise(tmp_path, monkeypatch):
     """fedavg-vector with distributed DP (multiplier 1): every round's model sum asked for the
     plan's noise (DDP-NOISE) and the epsilon recomputed from the noised sums and their
@@ -203,3 +234,28 @@ def test_distributed_dp_is_audited_and_a_server_asking_no_noise_fails_ddp_noise(
     simulate(plan, SecureSumConfig(backend=Backend.MASK), transcripts=bare)
     report = audit(bare, [], attacks=False)
     assert report.failed == ["DDP-NOISE"], [(f.claim, f.evidence) for f in report.findings if not f.passed]
+
+
+@pytest.mark.parametrize("overrides", [dict(dp_sigma=1.0, dp_unit="reading"), dict(dp_sigma=1.0, variant="sl", rounds=2),
+                                       dict(dp_sigma=2.0, dpsgd_sigma=1.0)], ids=["reading-unit", "split-learning", "with-dp-sgd"])
+def test_dp_account_recomputes_the_runs_epsilon_for_its_unit_variant_and_dp_sgd(overrides, tmp_path, monkeypatch):
+    """DP-ACCOUNT rebuilds the accountant from the transcript (every row of each h_c upload;
+    split learning's batches from the shared order; the clients' DP-SGD reports) for the run's
+    privacy unit and matches the run's epsilon; a report that understates it fails. With DP-SGD,
+    a client reporting less noise than announced fails DP-SGD."""
+    run = _cnfgnn_run(tmp_path / "run", **overrides)
+    report = audit(run, [], attacks=False)
+    assert report.passed and report.finding("DP-ACCOUNT").verdict is Verdict.PASS, report.finding("DP-ACCOUNT").evidence
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert report.finding("DP-ACCOUNT").details["epsilon"] == pytest.approx(metrics["privacy"]["epsilon_max"], rel=1e-9)
+    metrics["privacy"]["epsilon_max"] /= 2
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert audit(run, [], attacks=False).failed == ["DP-ACCOUNT"]
+    if "dpsgd_sigma" in overrides:
+        assert report.finding("DP-SGD").verdict is Verdict.PASS
+        from secure_fedgraph.protocol.engine import ClientContext
+
+        honest = ClientContext.report_privacy
+        monkeypatch.setattr(ClientContext, "report_privacy", lambda self: dataclasses.replace(
+            honest(self), tensors={"steps": honest(self).tensors["steps"] * np.array([0.5, 1, 1])}))
+        assert "DP-SGD" in audit(_cnfgnn_run(tmp_path / "low", **overrides), [], attacks=False).failed

@@ -35,3 +35,13 @@ def test_audit_of_a_missing_client_transcript_is_a_usage_error(tmp_path, capsys)
     (tmp_path / "transcript.bin").write_bytes(b"")
     assert main(["audit", str(tmp_path), str(tmp_path / "nope.bin")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_run_folder_used_again_holds_only_the_new_runs_transcripts(tmp_path, capsys):
+    """`run --transcript` into a folder that held a plain run: the new (mask) run's audit sees one
+    session and passes, where appending would have mixed the plain run's inputs into it."""
+    run = tmp_path / "run"
+    for backend in ("plain", "mask"):
+        assert main(["run", "fedavg-vector", "--clients", "3", "--set", "length=40", "--backend", backend, "--transcript", "--out", str(run)]) == 0
+    assert main(["audit", str(run), str(run / "clients"), "--no-attacks"]) == 0
+    assert json.loads((run / "audit" / "audit.json").read_text())["run"]["sessions"] == 1

@@ -70,3 +70,12 @@ def test_attack_error_against_epsilon_over_audited_runs(no_dp, noised, tmp_path)
     assert reconstruction[0]["errors"]["attack on the uploads"] > reconstruction[1]["errors"]["attack on the uploads"]
     png = leakage_against_epsilon(files, tmp_path / "leakage.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_plans_a_sweep_can_attack_are_the_attacks_own():
+    """papers.ATTACKED_PLANS (what `sweep --attacks` accepts, checked before torch) names exactly
+    the plans some attack in the audit's registry applies to."""
+    from secure_fedgraph.audit.attacks import ATTACKS
+    from secure_fedgraph.papers import ATTACKED_PLANS
+
+    assert ATTACKED_PLANS == frozenset().union(*(attack.plans for attack in ATTACKS))

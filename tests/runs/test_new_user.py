@@ -53,6 +53,7 @@ def keys(tmp_path_factory):
         (["sweep", "cnfgnn", "--sigmas", "1", "--seeds", "0,0", "--out", "{tmp}/o"], "--seeds must be distinct"),
         (["sweep", "fedavg-gru", "--epsilons", "4", "--out", "{tmp}/o"], "plan fedavg-gru cannot calibrate ddp_noise to a target epsilon"),
         (["sweep", "cnfgnn", "--epsilons", "4,4", "--out", "{tmp}/o"], "--epsilons must be distinct"),
+        (["sweep", "fedavg-gru", "--sigmas", "1", "--attacks", "--out", "{tmp}/o"], "--attacks: the audit has no leakage attack on plan fedavg-gru"),
         (["sweep", "cnfgnn", "--epsilons", "4", "--sigmas", "1", "--out", "{tmp}/o"], "not allowed with argument"),
         (["sweep", "cnfgnn", "--sigmas", "1", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
     ],

@@ -55,3 +55,24 @@ def test_an_epsilon_sweep_calibrates_each_point_and_reports_the_multiplier_it_ch
     assert 2.9 <= float(rows[1]["epsilon"]) <= 3.0 and float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"]
     table = (out / "sweep.md").read_text()
     assert "| target epsilon | noise multiplier (dp_sigma, calibrated) |" in table and f"| 3 | {chosen:.3f} | " in table
+
+
+def test_a_sweep_with_attacks_audits_every_run_and_draws_the_attacks_against_epsilon(tmp_path):
+    """`sweep cnfgnn --attacks`: the private and non-private runs write their transcripts, each is
+    audited into its folder's audit/ (the leakage attacks beside their claims, at the run's own
+    epsilon; the non-private run at none), and the figure draws them."""
+    out = tmp_path / "sweep"
+    tiny = ("--rounds", "1", "--set", "sensors=8", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "gn_hidden=8",
+            "--set", "gn_update=4", "--set", "max_local_steps=1", "--set", "batch_size=8", "--set", "max_server_batches=1")
+    assert main(["sweep", "cnfgnn", "--sigmas", "2", "--no-centralised", "--attacks", "--jobs", "2", "--out", str(out), *tiny]) == 0
+    private, plain = out / "points" / "sigma-2-seed0", out / "points" / "non-private-seed0"
+    for folder in (private, plain):
+        assert (folder / "transcript.bin").exists() and sorted((folder / "clients").glob("client-*.bin"))
+    report = json.loads((private / "audit" / "audit.json").read_text())
+    attacks = {a["name"]: a for c in report["claims"] for a in c["attacks"]}
+    assert {a["claim"] for a in attacks.values()} == {"DP-CLIENT", "DP-UNIT"}
+    epsilon = json.loads((private / "metrics.json").read_text())["privacy"]["epsilon_max"]
+    assert math.isclose(attacks["reconstruction of raw inputs from h_c,i"]["details"]["epsilon"], epsilon)
+    plain_attacks = [a for c in json.loads((plain / "audit" / "audit.json").read_text())["claims"] for a in c["attacks"]]
+    assert plain_attacks and all(math.isinf(float(a["details"].get("epsilon", "inf"))) for a in plain_attacks)  # no DP: drawn at "no DP"
+    assert (out / "leakage-against-epsilon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

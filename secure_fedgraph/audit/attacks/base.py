@@ -3,7 +3,6 @@ the ground truth loaded once per client, and the run's epsilon."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from abc import ABC, abstractmethod
@@ -29,17 +28,14 @@ class AttackContext:
     view: RunView
     data_dir: str | os.PathLike | None = None
     seed: int = 0
-    _plan: Any = field(default=None, repr=False)
     _data: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @property
     def plan(self):
         """The run's plan, rebuilt from the configuration its Welcome announced."""
-        if self._plan is None:
-            from secure_fedgraph.papers import plan_class
+        from secure_fedgraph.audit.privacy_claims import run_plan
 
-            self._plan = plan_class(self.view.plan).from_config_json(json.dumps(self.view.config["plan"]))
-        return self._plan
+        return run_plan(self.view)
 
     def client_data(self, client: int) -> Any:
         """A client's raw data (the public slice for fitting; ground truth for scoring)."""
@@ -48,16 +44,11 @@ class AttackContext:
         return self._data[client]
 
     def epsilon(self) -> float:
-        """The run's largest per-client epsilon from the releases its transcript shows (inf without noise)."""
-        from secure_fedgraph.audit.plan_claims import dp_settings, releases_per_client, window_epsilon
+        """The run's largest per-client epsilon from the releases its transcript shows (nan without noise)."""
+        from secure_fedgraph.audit.privacy_claims import transcript_epsilons
 
-        settings = dp_settings(self.view)
-        releases = releases_per_client(self.view)
-        if settings is None or not releases:
-            return math.nan
-        if settings[0] == 0:
-            return math.inf
-        return window_epsilon(settings[0], max(releases.values()), float(self.view.plan_config.get("dp_delta", 1e-5)))
+        found = transcript_epsilons(self.view)
+        return max(found[0].values()) if found else math.nan
 
 
 class Attack(ABC):
