@@ -290,6 +290,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _test_summary(metrics: dict) -> str:
+    if "best_val_test_acc" in metrics:  # node classification (nfedgnn)
+        if metrics["test_acc"] is None:
+            return f"training loss {metrics['rounds'][-1]['train_loss']:.4f} in the last round (no test node among the run's users)"
+        return (f"test accuracy {metrics['test_acc']:.3f} ({metrics['best_val_test_acc']:.3f} at the best validation round, "
+                f"{metrics['best_val_round']})")
     if "test_acc" in metrics:  # classification (fedrel)
         return f"test accuracy {metrics['test_acc']:.3f}, macro-F1 {metrics['test_f1']:.3f} (best {metrics['best_f1']:.3f} at round {metrics['best_f1_round']})"
     mape = f", MAPE {metrics['test_mape']:.2f}%" if "test_mape" in metrics else ""
@@ -460,8 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=_count(), default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
-    run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
-    run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn, nfedgnn; 0: no DP)")
+    run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn; nfedgnn: of each user's whole h_i)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
@@ -533,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-survivors-fraction", type=float, default=0.5,
                         help="refuse sums over this fraction of the run's clients or fewer (default 0.5: a majority)")
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
-                        help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn; default 1; "
+                        help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")

@@ -34,10 +34,11 @@ class PrivacySpent:
         return asdict(self)
 
 
-def gaussian_report(releases: Mapping[int, int], *, sigma: float, delta: float, mechanism: str) -> dict:
+def gaussian_report(releases: Mapping[int, int], *, sigma: float, delta: float, mechanism: str, unit: str | None = None) -> dict:
     """The ``privacy`` entry of a run's metrics: each client's epsilon from its most released
-    row's count (``releases``, from a :class:`~secure_fedgraph.privacy.ledger.ReleaseLedger`)."""
-    spent = {i: epsilon_of(sigma, n, delta) for i, n in releases.items() if n}
+    row's count (``releases``, from a :class:`~secure_fedgraph.privacy.ledger.ReleaseLedger`);
+    ``unit`` names the privacy unit (default: CNFGNN's window)."""
+    spent = {i: epsilon_of(sigma, n, delta, unit=unit or PrivacySpent.unit) for i, n in releases.items() if n}
     return {
         "mechanism": mechanism,
         "unit": next(iter(spent.values())).unit if spent else None,
@@ -48,7 +49,7 @@ def gaussian_report(releases: Mapping[int, int], *, sigma: float, delta: float, 
     }
 
 
-def epsilon_of(sigma: float, releases: int, delta: float, *, sample_rate: float = 1.0) -> PrivacySpent:
+def epsilon_of(sigma: float, releases: int, delta: float, *, sample_rate: float = 1.0, unit: str = PrivacySpent.unit) -> PrivacySpent:
     """Epsilon after ``releases`` Gaussian releases (infinite without noise)."""
     if not 0 < delta < 1:
         raise ConfigError(f"delta must be in (0, 1), got {delta!r}")
@@ -60,4 +61,4 @@ def epsilon_of(sigma: float, releases: int, delta: float, *, sample_rate: float 
         accountant = RDPAccountant()
         accountant.history = [(sigma, sample_rate, releases)]
         epsilon = float(accountant.get_epsilon(delta))
-    return PrivacySpent(epsilon, delta, sigma, releases, sample_rate)
+    return PrivacySpent(epsilon, delta, sigma, releases, sample_rate, unit=unit)
