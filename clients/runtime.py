@@ -76,6 +76,7 @@ class ClientOptions:
     max_message_bytes: int = 256 * 2**20
     parallel: int = 2  # hosted clients that may handle a request at the same time (bounds memory)
     crash_at: CrashPoint | None = None  # fault injection: SIGKILL this process on the request at this point
+    reproducible_dp_noise: bool = False  # DP noise from the run seed (tests: compare with an in-process run); the server could remove it
 
 
 @dataclass
@@ -282,7 +283,8 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
     n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
-        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma)
+        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
+                                    ddp_noise=plan.ddp_noise, dpsgd_sigma=plan.dpsgd_sigma)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
     if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
@@ -298,7 +300,7 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
             raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
                               "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
         memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir),
-                           resumable=plan.name in RESUMABLE)
+                           resumable=plan.name in RESUMABLE, reproducible_noise=options.reproducible_dp_noise)
         directory, resume_round = announced, None
     else:
         if resume is None:

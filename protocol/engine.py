@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import collectives
 from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
+from secure_fedgraph.protocol.noise_ledger import NoiseLedger
 from secure_fedgraph.protocol.messages import (
     SERVER,
     Ack,
@@ -40,16 +41,18 @@ from secure_fedgraph.protocol.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
-from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
+from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.steps import StepGen, StepOutcome
-from secure_fedgraph.privacy.ledger import ReleaseLedger
+from secure_fedgraph.privacy.accountant import PrivacyAccountant, RowRelease, Steps
+from secure_fedgraph.privacy.mechanisms.noise import NoiseSource
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import single_thread
 
 Need = Receive | SecureSum | Upload
 RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
+DPSGD_REPORT = SumSpec("privacy:dpsgd", (TensorSpec("steps", (3,)),))  # a client's DP-SGD (sigma, sample rate, steps)
 ClientPlan = Generator[Need, Any, None]
 
 
@@ -123,7 +126,8 @@ class ServerContext(Resumable):
         self.live = set(self.clients)
         self.dropped: dict[int, str] = {}
         self.abandoned: dict[str, int] = {}  # sums given up, by name (metrics: abandoned_sums)
-        self.releases = ReleaseLedger()  # rows of client data that went out through a DP hook
+        self.accountant = PrivacyAccountant()  # what went out through DP mechanisms, per client (fed by upload and collect_privacy)
+        self.noised = NoiseLedger()  # secure sums released with distributed DP noise (SumSpec.noise)
         self._report = report
         self._keyless_round: int | None = None  # the round start_round(keys=False) began, if the current one
 
@@ -208,20 +212,30 @@ class ServerContext(Resumable):
         self._count("down", sum(as_array(v).size for c in outcome.accepted for v in per_client[c].values()))
         return outcome.accepted
 
-    def upload(self, name: str, spec: SumSpec, *, releases: tuple[str, Sequence[int]] | None = None) -> StepGen[dict[int, dict[str, np.ndarray]]]:
-        """Each live client's own tensors. ``releases`` = (unit, rows): the upload goes out
-        through the clients' DP hook and releases those rows of that unit of each client's
-        data; the ledger (``self.releases``) counts them for the accountant."""
+    def upload(self, name: str, spec: SumSpec, *, releases: RowRelease | None = None) -> StepGen[dict[int, dict[str, np.ndarray]]]:
+        """Each live client's own tensors. ``releases``: the upload goes out through the
+        clients' DP hook and releases those rows of each client's data; the accountant
+        (``self.accountant``) records them for every client whose upload arrived."""
         before = set(self.live)
         received = yield from collectives.upload(self.seq, sorted(self.live), name, spec)
         if releases is not None:
             for client in received:
-                self.releases.record(client, *releases)
+                self.accountant.record(client, releases)
         self.live &= set(received)
         for client in before - set(received):
             self.dropped.setdefault(client, f"no valid upload {name!r} in round {self.round}")
         self._count("up", len(received) * spec.size)
         return received
+
+    def collect_privacy(self) -> StepGen[None]:
+        """Every live client's DP-SGD steps (its optimiser counted them: :meth:`ClientContext.report_privacy`),
+        into the accountant. A client reports its own budget: one that under-reports misstates
+        only its own privacy, which it controls anyway."""
+        received = yield from self.upload(DPSGD_REPORT.name, DPSGD_REPORT)
+        for client, tensors in received.items():
+            sigma, rate, steps = (float(v) for v in tensors["steps"])
+            if steps > 0:
+                self.accountant.record_steps(client, Steps(sigma, rate, int(steps)))
 
     def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
         """One secure sum. Raises :class:`SumAbandoned` when the backend gave it up (a dropout
@@ -236,10 +250,28 @@ class ServerContext(Resumable):
             raise
         finally:
             self._follow_role(f"secure sum {spec.name!r}")
+        self.noised.record(self.round, spec, result.contributors)
         self._count("up", len(result.contributors) * spec.size)
         if not spec.server_only:
             self._count("down", len(result.contributors) * spec.size)
         return result
+
+    def sum_noise(self, *, noise_multiplier: float, l2_clip: float) -> SumNoise | None:
+        """Distributed DP for a sum of the live clients' models (None when ``noise_multiplier``
+        is 0): each client's share of the noise is scaled for the survivors the adversary's
+        dropout fraction leaves, ceil(live (1 - dropout_fraction)), so a sum with that many
+        carries noise_multiplier * l2_clip per element, and one with all the live clients more."""
+        if noise_multiplier <= 0:
+            return None
+        expected = max(1, math.ceil(len(self.live) * (1 - self.role.config.mask.adversary.dropout_fraction)))
+        return SumNoise(l2_clip=l2_clip, noise_multiplier=noise_multiplier, expected_contributors=expected)
+
+    def noise_report(self, delta: float) -> dict | None:
+        """(epsilon, delta) of the noised sums so far, per client (protocol/noise_ledger.py):
+        the survivors' noise only; with plain, per input (the server sees each one)."""
+        config = self.role.config
+        return self.noised.report(delta=delta, precision_bits=config.mask.precision_bits, server_sees_inputs=self.role.backend is Backend.PLAIN,
+                                  colluders=config.mask.adversary.colluders(len(self.clients)))
 
     def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:
         """The values of a sum, for the server: its own view with mask and plain; with ckks
@@ -273,13 +305,36 @@ class ServerContext(Resumable):
 @dataclass
 class ClientContext(Resumable):
     """What a client plan knows: its id, the run seed, its own data, and the needs it yields;
-    in a resumed run, the state it saved at the round it resumes from (:class:`Resumable`)."""
+    in a resumed run, the state it saved at the round it resumes from (:class:`Resumable`).
+
+    ``accountant`` is this client's own record of what its DP mechanisms released (the DP-SGD
+    optimiser feeds it). ``reproducible_noise`` is the client's opt-in to DP noise derived
+    from the run seed (the same numbers on every transport; the server, which knows the seed,
+    could remove it): off by default, where every draw is fresh OS randomness."""
 
     client_id: int
     seed: int
     data: Any = None
     resumed: Resumed | None = None
     on_checkpoint: Callable[[int, Any], None] | None = None
+    reproducible_noise: bool = False
+    accountant: PrivacyAccountant = field(default_factory=PrivacyAccountant)
+
+    def noise(self, *labels: str | int) -> NoiseSource:
+        """The noise source of one DP mechanism of this client (fresh OS randomness unless it
+        opted into reproducible noise)."""
+        if not self.reproducible_noise:
+            return NoiseSource()
+        return NoiseSource.reproducible(derive_seed(self.seed, "client", self.client_id, "dp noise", *labels).to_bytes(8, "big"))
+
+    def report_privacy(self) -> Upload:
+        """Answer :meth:`ServerContext.collect_privacy`: this client's DP-SGD steps, as its
+        optimiser counted them (zeros without DP-SGD)."""
+        steps = self.accountant.steps_of(self.client_id)
+        if len(steps) > 1:
+            raise ProtocolError(f"client {self.client_id}: DP-SGD ran at {len(steps)} (sigma, sample rate) settings; one is reported")
+        row = [steps[0].sigma, steps[0].sample_rate, steps[0].steps] if steps else [0.0, 0.0, 0.0]
+        return Upload(DPSGD_REPORT.name, {"steps": np.array(row, dtype=np.float64)})
 
     def rng(self, *labels: str | int) -> np.random.Generator:
         """A numpy generator for one purpose of this client (batch order, local noise, ...)."""
@@ -290,8 +345,8 @@ class ClientContext(Resumable):
         return Receive(name)
 
     @staticmethod
-    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False) -> SecureSum:
-        return SecureSum(name, tensors, releasable)
+    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False, private: bool = False) -> SecureSum:
+        return SecureSum(name, tensors, releasable, private)
 
     @staticmethod
     def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
@@ -392,7 +447,7 @@ class ClientHost(SecretMaterial):
         if h.stage in SECURE_SUM_STAGES:
             if h.stage is Stage.INPUT:
                 need = self._expect(SecureSum, request.spec.name)
-                self.role.contribute(need.name, need.tensors)
+                self.role.contribute(need.name, need.tensors, private=need.private)
                 if self.on_contribute is not None:
                     self.on_contribute(h, need.name, need.tensors)
             response = self.role.handle(request)

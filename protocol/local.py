@@ -17,7 +17,7 @@ from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
 from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 
@@ -45,12 +45,15 @@ class LocalSession:
         streaming: bool = False,
         clip_range: float | None = None,
         resolution: float | None = None,
+        noise: SumNoise | None = None,
+        private: bool = False,
     ) -> SumResult:
         """Every client in ``inputs`` contributes; returns the server's view of the result
-        (``streaming``, ``clip_range``, ``resolution``: see SumSpec)."""
+        (``streaming``, ``clip_range``, ``resolution``, ``noise``: see SumSpec; ``private``: the
+        clients contribute their model, see ClientPolicy.min_ddp_noise)."""
         for client, tensors in inputs.items():
-            self.clients[client].contribute(name, tensors)
-        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming, clip_range=clip_range, resolution=resolution)
+            self.clients[client].contribute(name, tensors, private=private)
+        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming, clip_range=clip_range, resolution=resolution, noise=noise)
         return self.runner.run(self.server.aggregate(spec))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.privacy.accountant import PrivacyAccountant
 from secure_fedgraph.protocol.engine import ClientContext, Resumed
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 
@@ -34,15 +35,22 @@ class RunMemory(SecretMaterial):
         data: the client's own data, read once.
         resumable: whether the run's plan can resume; only then are signed contributions
             recorded (``signed`` is None otherwise: a plan that cannot resume is never asked again).
+        reproducible_noise: the client's opt-in to DP noise derived from the run seed
+            (:class:`~secure_fedgraph.protocol.engine.ClientContext`); off: fresh OS randomness.
+
+    ``accountant`` is the client's own record of its DP releases, kept across sessions.
     """
 
-    def __init__(self, *, client_id: int, run: Mapping[str, Any], directory: Mapping[int, bytes], data: Any, resumable: bool = True) -> None:
+    def __init__(self, *, client_id: int, run: Mapping[str, Any], directory: Mapping[int, bytes], data: Any, resumable: bool = True,
+                 reproducible_noise: bool = False) -> None:
         self.client_id = client_id
         self.run = dict(run)
         self.directory = dict(directory)
         self.data = data
         self.signed = SignedContributions() if resumable else None
         self._boundaries: dict[int, Any] = {}
+        self.reproducible_noise = reproducible_noise
+        self.accountant = PrivacyAccountant()
 
     @property
     def rounds(self) -> list[int]:
@@ -80,7 +88,8 @@ class RunMemory(SecretMaterial):
                 raise ProtocolError(f"client {self.client_id}: the server resumes the run at round {resume_round}, but this client holds "
                                     f"its plan's state at rounds {held} only")
             resumed = Resumed(resume_round, copy.deepcopy(self._boundaries[resume_round]))
-        return ClientContext(self.client_id, seed, self.data, resumed=resumed, on_checkpoint=self.keep)
+        return ClientContext(self.client_id, seed, self.data, resumed=resumed, on_checkpoint=self.keep, reproducible_noise=self.reproducible_noise,
+                             accountant=self.accountant)
 
     def resumed_directory(self, run: Mapping[str, Any], announced: Mapping[int, bytes]) -> dict[int, bytes]:
         """Check a resumed Welcome (the run it announces, its participants' identity keys) and

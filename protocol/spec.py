@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.validation import positive_number
+from secure_fedgraph.validation import positive, positive_number
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:/\-]{1,128}$")
 
@@ -42,6 +42,38 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class SumNoise:
+    """Distributed DP on one secure sum: every client clips its whole contribution to L2 norm
+    ``l2_clip`` and adds Skellam noise in the integer ring of the sum's fixed-point encoding,
+    before masking, scaled so that the sum over ``expected_contributors`` clients carries noise
+    of standard deviation ``noise_multiplier * l2_clip`` per element (TFF's distributed DP;
+    threat_model.md DDP-NOISE). Fewer survivors carry less noise: sqrt(survivors / expected) of it.
+    """
+
+    l2_clip: float
+    noise_multiplier: float
+    expected_contributors: int
+
+    def __post_init__(self) -> None:
+        positive_number("l2_clip", self.l2_clip)
+        positive_number("noise_multiplier", self.noise_multiplier)
+        positive("expected_contributors", self.expected_contributors)
+
+    def local_variance(self, precision_bits: int) -> float:
+        """Each client's Skellam variance per element, in integer units (the grid 2^-precision_bits)."""
+        return (self.noise_multiplier * self.l2_clip * 2.0**precision_bits) ** 2 / self.expected_contributors
+
+    def value_bound(self, *, size: int, precision_bits: int, security_bits: int = 40) -> float:
+        """The largest |value| one client's noised contribution reaches, except with probability
+        2^-security_bits over its ``size`` values: the clip plus the noise's tail, in the values'
+        units. It is the sum's clipping range, so the ring's capacity check covers the noise."""
+        from secure_fedgraph.privacy.mechanisms.skellam import skellam_tail
+
+        tail = skellam_tail(self.local_variance(precision_bits), size, security_bits=security_bits)
+        return self.l2_clip + (tail + 1) * 2.0**-precision_bits
+
+
+@dataclass(frozen=True)
 class SumSpec:
     """A named secure sum over several named tensors, laid out in this order on the wire.
 
@@ -60,6 +92,9 @@ class SumSpec:
     masks from the round's keys only, no per-sum consistency and unmask steps, and a dropout
     re-keys and redoes the sum (threat_model.md M-STREAM says what that costs). Other backends
     ignore it.
+    ``noise``: distributed DP (:class:`SumNoise`): clients clip and noise their contribution
+    before it leaves them; the sum's range then follows from the clip and the noise's tail, and
+    its grid is the backend's precision, so ``clip_range`` and ``resolution`` must stay unset.
     """
 
     name: str
@@ -68,6 +103,7 @@ class SumSpec:
     server_only: bool = False
     streaming: bool = False
     resolution: float | None = None
+    noise: SumNoise | None = None
 
     def __post_init__(self) -> None:
         for option in ("clip_range", "resolution"):
@@ -83,6 +119,12 @@ class SumSpec:
         for flag in ("server_only", "streaming"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"sum {self.name!r}: {flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.noise is not None:
+            if not isinstance(self.noise, SumNoise):
+                raise ConfigError(f"sum {self.name!r}: noise must be a SumNoise, got {self.noise!r}")
+            if self.clip_range is not None or self.resolution is not None:
+                raise ConfigError(f"sum {self.name!r}: a noised sum takes its range from its l2_clip and noise; leave clip_range "
+                                  "and resolution unset")
 
     def clip_range_or(self, default: float) -> float:
         """This sum's clipping range, else the backend's ``default`` (every backend asks the same way)."""
@@ -98,10 +140,11 @@ class SumSpec:
         server_only: bool = False,
         streaming: bool = False,
         resolution: float | None = None,
+        noise: SumNoise | None = None,
     ) -> SumSpec:
         """The spec matching a mapping of name -> array (in the mapping's order)."""
         shapes = tuple(TensorSpec(k, tuple(int(d) for d in as_array(v).shape)) for k, v in tensors.items())
-        return cls(name, shapes, clip_range, server_only, streaming, resolution)
+        return cls(name, shapes, clip_range, server_only, streaming, resolution, noise)
 
     @property
     def size(self) -> int:

@@ -47,7 +47,8 @@ def _client_policy(args: argparse.Namespace):
 
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
-                        min_dp_sigma=args.min_dp_sigma, max_rekeys_per_round=args.max_rekeys)
+                        min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise,
+                        min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -68,13 +69,23 @@ def _plan(args: argparse.Namespace):
     values = dict(_set_item(item, fields) for item in args.set or [])
     if args.clients is not None:
         values[cls.clients_field] = args.clients
-    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip")):
+    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip"), ("dpsgd_sigma", "dpsgd_sigma"),
+                        ("dpsgd_clip", "dpsgd_clip")):
         value = getattr(args, option, None)
         if value is not None:
             if key not in fields:
                 raise ConfigError(f"--{option.replace('_', '-')}: plan {cls.name} has no option {key!r}")
             values[key] = value
-    return cls(cls.Config(**values))
+    plan = cls(cls.Config(**values))
+    if getattr(args, "target_epsilon", None) is not None:
+        plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir, option=args.calibrate)
+        print(f"{args.command}: --target-epsilon {args.target_epsilon:g} calibrates the noise: {_calibrated_noise(plan)}")
+    return plan
+
+
+def _calibrated_noise(plan) -> str:
+    config = plan.config
+    return ", ".join(f"{key} {getattr(config, key):.4g}" for key in ("dp_sigma", "dpsgd_sigma") if getattr(config, key, 0))
 
 
 class _Repeatable(argparse.Action):
@@ -251,6 +262,7 @@ def _client(args: argparse.Namespace) -> int:
         reconnect_timeout_s=args.reconnect_timeout,
         parallel=args.parallel,
         crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
+        reproducible_dp_noise=args.reproducible_dp_noise,
     )
     outcomes = run_clients(options)
     for line in stop_reasons(outcomes):
@@ -287,6 +299,41 @@ def _run(args: argparse.Namespace) -> int:
     summary.append(f"{human_bytes(metrics['bytes_up_total'])} up, {human_bytes(metrics['bytes_down_total'])} down")
     print(f"run: done in {result.seconds:.1f} s: {'; '.join(summary)}; metrics in {out / 'metrics.json'}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from secure_fedgraph.runs.sweep import SweepOptions, sweep
+
+    plan = _plan(args)  # checks --rounds and --set against the plan before the first point starts
+    forwarded = [*(("--rounds", str(args.rounds)) if args.rounds is not None else ()), *(f"--set={item}" for item in args.set or []),
+                 "--backend", args.backend]
+    options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
+                           jobs=args.jobs, out=Path(args.out),
+                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
+                           data_dir=args.data_dir, centralised=not args.no_centralised)
+    folder, failures = sweep(options, say=print)
+    for line in failures:
+        print(f"sweep: failed: {line}", file=sys.stderr)
+    print(f"sweep: {folder / 'sweep.csv'}, {folder / 'sweep.md'} and {folder / 'sweep.png'}"
+          + (f"; {len(failures)} run(s) failed" if failures else ""))
+    return 1 if failures else 0
+
+
+def _numbers(option: str, text: str, kind: type, check) -> list:
+    """``--option A,B,...``: a list of ``kind`` values, each passing ``check`` (ConfigError: one line, exit 2)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [kind(part) for part in parts]
+    except ValueError:
+        raise ConfigError(f"{option} must be a comma-separated list of {'integers' if kind is int else 'numbers'}, got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} names no value")
+    for value in values:
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    return values
 
 
 def _test_summary(metrics: dict) -> str:
@@ -429,6 +476,28 @@ def _preflight(args: argparse.Namespace) -> None:
     elif args.command == "compare":
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
+    elif args.command == "sweep":
+        from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, PRIVACY_OPTION
+        import importlib.util
+
+        if args.plan not in PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {args.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+        if args.epsilons is not None and args.plan not in CALIBRATES_PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {args.plan} cannot calibrate {PRIVACY_OPTION[args.plan]} to a target epsilon (its epsilon depends "
+                              f"on the clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+        for option in ("sigmas", "epsilons"):
+            if getattr(args, option) is not None:
+                values = _numbers(f"--{option}", getattr(args, option), float, lambda v: positive_number("value", v))
+                if len(set(values)) != len(values):
+                    raise ConfigError(f"sweep: --{option} must be distinct, got {values}")
+                setattr(args, option, values)
+        args.seeds = _numbers("--seeds", args.seeds, int, lambda v: positive("value", v, 0))
+        if len(set(args.seeds)) != len(args.seeds):
+            raise ConfigError(f"sweep: --seeds must be distinct, got {args.seeds}")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ConfigError("sweep draws sweep.png with matplotlib, which is not installed: pip install matplotlib")
+        DATASETS["metr-la"].check_files(args.data_dir)
+        preflight.check_writable_folder("--out", args.out)
     elif args.command == "sum-demo":
         if not args.no_drop and not 0 <= args.drop < args.clients:
             raise ConfigError(f"--drop must be a client id in [0, {args.clients}), or --no-drop")
@@ -467,6 +536,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
     run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn, nfedgnn; 0: no DP)")
     run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn; nfedgnn: of each user's whole h_i)")
+    run.add_argument("--dpsgd-sigma", type=_positive_number(zero_ok=True), default=None,
+                     help="DP-SGD noise multiplier for the clients' local training (0: no DP-SGD; the plan option dpsgd_sigma)")
+    run.add_argument("--dpsgd-clip", type=_positive_number(), default=None, help="DP-SGD per-sample L2 clipping bound (the plan option dpsgd_clip)")
+    run.add_argument("--target-epsilon", type=_positive_number(), default=None, metavar="EPS",
+                     help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS (opacus' search; "
+                          "an unreachable target is refused)")
+    run.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                     help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn and nfedgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     _add_secure_options(run)
@@ -503,6 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--plan", default=None, help=f"plan name: {plans} (required unless --resume)")
     server.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
     server.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. rounds=5 (repeatable)")
+    server.add_argument("--target-epsilon", type=_positive_number(), default=None, metavar="EPS",
+                        help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS")
+    server.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
+                        help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn and nfedgnn, dpsgd_sigma otherwise)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
     server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
                         "(required unless --resume)")
@@ -540,6 +621,15 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
+    policy.add_argument("--reproducible-dp-noise", action="store_true",
+                        help="draw DP noise from the run seed instead of fresh OS randomness, so a DP run can be compared with an "
+                             "in-process one; for tests only: the server knows the run seed and can remove such noise")
+    policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
+                        help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
+                             "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
+    policy.add_argument("--min-dpsgd-sigma", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
+                        help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "
+                             "--set dpsgd_sigma=S on the server); default 0: accept training without DP-SGD (threat_model.md DP-SGD-FLOOR)")
     _add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
     client.add_argument("--audit", action="store_true", help="with --transcript: also record each client's own plaintext contributions (local files, for audits)")
@@ -553,6 +643,30 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--parallel", type=_count(), default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
     _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
+
+    sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
+                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; fedavg-gru: "
+                                "distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
+                                "calibrating its multiplier) and seed, each in its own process "
+                                "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
+                                "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
+                                "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
+    sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
+    points = sweep.add_mutually_exclusive_group(required=True)
+    points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
+    points.add_argument("--epsilons", metavar="E1,E2,...",
+                        help="target epsilons instead, one private run each (per seed) calibrating its noise multiplier with "
+                             "run --target-epsilon (cnfgnn only: fedavg-gru's distributed DP epsilon depends on the survivors)")
+    sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
+                       help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
+    sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="folder for sweep.csv, sweep.md, sweep.png and points/")
+    sweep.add_argument("--rounds", type=_count(), default=None, help="global rounds of every run (the plan's default otherwise)")
+    sweep.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option for every run, e.g. sensors=50 (repeatable)")
+    sweep.add_argument("--backend", choices=["plain", "mask"], default="mask", help="secure-sum backend of every run (default mask)")
+    sweep.add_argument("--no-centralised", action="store_true", help="skip the centralised reference runs")
+    sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
+    sweep.set_defaults(handler=_sweep, clients=None)
 
     sum_demo = commands.add_parser("sum-demo", help="one secure sum in one process, showing what the server saw")
     sum_demo.add_argument("--clients", type=_count(2), default=8, help="number of clients (at least 2)")

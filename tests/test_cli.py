@@ -45,6 +45,9 @@ def test_console_script_runs_as_a_module():
         (["run", "nope", "--out", "{tmp}"], "unknown plan 'nope'"),
         (["run", "fedavg-gru", "--dp-sigma", "1", "--out", "{tmp}"], "plan fedavg-gru has no option 'dp_sigma'"),
         (["run", "cnfgnn", "--set", "variant=sl+magic", "--out", "{tmp}"], "variant must be one of"),
+        (["run", "cnfgnn", "--target-epsilon", "1e-9", "--out", "{tmp}"], "epsilon 1e-09 at delta 1e-05 cannot be reached"),
+        (["run", "cnfgnn", "--target-epsilon", "-1", "--out", "{tmp}"], "argument --target-epsilon: value must be a finite number > 0"),
+        (["run", "fedavg-vector", "--target-epsilon", "1", "--out", "{tmp}"], "plan fedavg-vector has no DP noise to calibrate"),
     ],
 )
 def test_bad_options(argv, message, capsys, tmp_path):
@@ -63,17 +66,19 @@ def test_too_many_dropouts_is_a_clear_error(capsys):
 
 
 def test_run_cnfgnn_in_process_writes_metrics_with_privacy(tmp_path, capsys):
-    """`run cnfgnn --backend mask --dp-sigma S --rounds R --out RUN_DIR` (tiny sizes)."""
+    """`run cnfgnn --backend mask --target-epsilon E --set dp_unit=reading --rounds R --out RUN_DIR` (tiny sizes)."""
     import json
 
-    argv = ["run", "cnfgnn", "--backend", "mask", "--dp-sigma", "1.0", "--rounds", "2", "--clients", "3", "--out", str(tmp_path / "run"),
-            "--set", "hidden_size=8", "--set", "gn_hidden=16", "--set", "gn_update=8", "--set", "max_windows=30"]
+    argv = ["run", "cnfgnn", "--backend", "mask", "--target-epsilon", "6", "--rounds", "2", "--clients", "3", "--out", str(tmp_path / "run"),
+            "--set", "hidden_size=8", "--set", "gn_hidden=16", "--set", "gn_update=8", "--set", "max_windows=30", "--set", "dp_unit=reading"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("val rmse") == 2 and "split learning" in out and "epsilon" in out
+    assert out.count("val rmse") == 2 and "split learning" in out and "epsilon" in out and "calibrates the noise: dp_sigma" in out
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["test_rmse"] > 0 and metrics["test_mae"] > 0 and metrics["backend"] == "mask"
-    assert metrics["privacy"]["epsilon_max"] > 0 and len(metrics["privacy"]["epsilon_per_client"]) == 3
+    privacy = metrics["privacy"]
+    assert 5.99 <= privacy["epsilon_max"] <= 6 and len(privacy["epsilon_per_client"]) == 3 and privacy["unit"].startswith("one reading")
+    assert privacy["accountants"]["prv"]["epsilon_max"] < privacy["epsilon_max"]
     assert metrics["bytes_up_total"] > 0 and len(metrics["round_log"]) == 2
 
 

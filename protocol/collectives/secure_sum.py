@@ -22,11 +22,15 @@ class SecureSum:
 
     ``releasable``: the plan allows this client to hand the decrypted sum to the server when
     asked (ckks; error statistics, never model weights). Nothing else is ever released.
+    ``private``: these tensors are the client's model (FedAvg's weights or update): a client
+    whose policy sets a distributed DP floor (``--min-ddp-noise``) refuses to send them into a
+    sum with less noise (threat_model.md DDP-FLOOR).
     """
 
     name: str
     tensors: Mapping[str, Any]
     releasable: bool = False
+    private: bool = False
 
 
 def secure_sum(role: ServerRole, spec: SumSpec) -> StepGen[SumResult]:

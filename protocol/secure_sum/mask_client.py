@@ -13,6 +13,7 @@ Per round (one key epoch; a re-key starts another, among fewer participants):
                   its holder (AES-GCM, bound to the view) and commit to each share.
 Per sum s (any number per epoch, each with its own PRG streams):
   3. INPUT        (first sum: open the shares, check them against the dealers' commitments)
+                  with distributed DP (SumSpec.noise): x clipped, Skellam noise added (noise.py)
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(K_uv, s)
                   [+ if u < v, - if u > v], with a commitment to K_self,s.
   4. CONSISTENCY  sign (view, live set, survivor set): the server cannot show clients
@@ -344,6 +345,7 @@ class MaskClient(ClientRole):
         streaming = ep.plan.streams(request.spec)
         x = self._fresh(request.spec)
         digest = self._digest_of(x)
+        x = self._with_noise(request.spec, x, live=len(live), precision_bits=expected.precision_bits)  # in the ring, before the masks
         if streaming:  # the input leaves under pairwise masks only: its set is the live set, fixed now
             self._bind(request.spec.name, digest, live)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))

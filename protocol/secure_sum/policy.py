@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.adversary import Adversary, complete_threshold, sparse_check, survivor_floor
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan, SecureSumConfig
+from secure_fedgraph.protocol.spec import SumSpec
 
 # the command-line option of `secure-fedgraph client` behind each policy field (for error messages)
 OPTION = {
@@ -27,6 +28,8 @@ OPTION = {
     "allow_streaming": "--no-streaming",
     "backends": "--backend",
     "min_dp_sigma": "--min-dp-sigma",
+    "min_ddp_noise": "--min-ddp-noise",
+    "min_dpsgd_sigma": "--min-dpsgd-sigma",
     "max_rekeys_per_round": "--max-rekeys",
 }
 
@@ -46,6 +49,11 @@ class ClientPolicy:
         backends: the secure-sum backends accepted (mask by default; ckks and plain only when
             listed: ckks gives every input away to one colluding client, plain to the server).
         min_dp_sigma: the least noise multiplier a plan that uploads activations may use.
+        min_ddp_noise: the least distributed-DP noise multiplier (SumSpec.noise, over the
+            expected contributors) on the sums a plan marks private (its model: FedAvg's
+            weights); 0 accepts those sums without noise, as every sum is by default.
+        min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
+            (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
     """
 
@@ -55,6 +63,8 @@ class ClientPolicy:
     allow_streaming: bool = True
     backends: frozenset[Backend] = frozenset({Backend.MASK})
     min_dp_sigma: float = 1.0
+    min_ddp_noise: float = 0.0
+    min_dpsgd_sigma: float = 0.0
     max_rekeys_per_round: int = 4
 
     def __post_init__(self) -> None:
@@ -68,9 +78,10 @@ class ClientPolicy:
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not self.backends or not all(isinstance(b, Backend) for b in self.backends):
             raise ConfigError(f"backends must be a non-empty set of Backend, got {self.backends!r}")
-        s = self.min_dp_sigma
-        if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s < 0:
-            raise ConfigError(f"min_dp_sigma must be a finite number >= 0, got {s!r}")
+        for name in ("min_dp_sigma", "min_ddp_noise", "min_dpsgd_sigma"):
+            s = getattr(self, name)
+            if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s < 0:
+                raise ConfigError(f"{name} must be a finite number >= 0, got {s!r}")
         r = self.max_rekeys_per_round
         if isinstance(r, bool) or not isinstance(r, int) or r < 0:
             raise ConfigError(f"max_rekeys_per_round must be an int >= 0, got {r!r}")
@@ -93,7 +104,8 @@ class ClientPolicy:
         return ProtocolError(f"{what}; this client's policy refuses it ({OPTION[option]})")
 
     # --- checks ----------------------------------------------------------------------------
-    def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None) -> None:
+    def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None,
+                  ddp_noise: float | None = None, dpsgd_sigma: float | None = None) -> None:
         """A run's configuration, as a Welcome announces it (before anything is sent).
 
         Raises:
@@ -111,6 +123,34 @@ class ClientPolicy:
             raise self._refuse(f"the plan uploads activations with dp_sigma={dp_sigma or 0.0:g}, below {self.min_dp_sigma:g} (the "
                                f"server would see them with less noise; start the server with --dp-sigma {self.min_dp_sigma:g})",
                                "min_dp_sigma")
+        if self.min_ddp_noise > 0 and (ddp_noise or 0.0) < self.min_ddp_noise:
+            offered = "has no distributed DP on its model sums" if ddp_noise is None else f"sums its model with ddp_noise={ddp_noise:g}"
+            raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
+                               "(start the server with --set ddp_noise=...)", "min_ddp_noise")
+        if self.min_dpsgd_sigma > 0 and (dpsgd_sigma or 0.0) < self.min_dpsgd_sigma:
+            offered = "has no DP-SGD in its local training" if dpsgd_sigma is None else f"trains with dpsgd_sigma={dpsgd_sigma:g}"
+            raise self._refuse(f"the plan {offered}, and this client requires a DP-SGD noise multiplier of at least {self.min_dpsgd_sigma:g} "
+                               "(start the server with --set dpsgd_sigma=...)", "min_dpsgd_sigma")
+
+    def check_noise(self, spec: SumSpec, *, live: int, private: bool) -> None:
+        """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),
+        before this client's contribution leaves it. ``private``: the plan marked this
+        contribution as its model (SecureSum(..., private=True)); ``live``: the clients asked.
+        The noise counted is what the sum carries if every client asked contributes: z, or
+        z sqrt(live / expected) when the server spreads it over more clients than it asks.
+
+        Raises:
+            ProtocolError: a private sum with less noise than this client's floor, or none.
+        """
+        if not private or self.min_ddp_noise <= 0:
+            return
+        noise = spec.noise
+        have = 0.0 if noise is None else noise.noise_multiplier * math.sqrt(min(1.0, live / noise.expected_contributors))
+        if have < self.min_ddp_noise:
+            spread = "" if noise is None or noise.expected_contributors <= live else \
+                f" (multiplier {noise.noise_multiplier:g} spread over {noise.expected_contributors} expected contributors, {live} asked)"
+            raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {have:.3g}{spread}, "
+                               f"below {self.min_ddp_noise:g} (the server would see a sum with less noise)", "min_ddp_noise")
 
     def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int) -> None:
         """A mask key epoch among ``n`` participants, as an ADVERTISE announces it.

@@ -28,6 +28,7 @@ import numpy as np
 from secure_fedgraph.crypto.keys import IdentityKey, SecretMaterial
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.noise import noised
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
@@ -196,6 +197,7 @@ class ClientRole(SecretMaterial, ABC):
         self.round = -1
         self._last_step = 0
         self._contributions: dict[str, Any] = {}
+        self._private: set[str] = set()  # sums the plan marked as its model (ClientPolicy.min_ddp_noise)
         self._exposed: dict[str, np.ndarray] = {}  # name -> contribution that may already be unmasked
         self._abandoned: dict[str, set[bytes]] = {}  # name -> digests of exposed contributions never delivered
         self.abandoned: list[str] = []  # sums this client saw abandoned (its host resumes the plan with them)
@@ -206,9 +208,22 @@ class ClientRole(SecretMaterial, ABC):
         """How many clients the run started with (every one of them is in the directory)."""
         return len(self.directory)
 
-    def contribute(self, name: str, tensors: Mapping[str, Any]) -> None:
-        """Stage this client's tensors for the sum called ``name`` (used when the server asks)."""
+    def contribute(self, name: str, tensors: Mapping[str, Any], *, private: bool = False) -> None:
+        """Stage this client's tensors for the sum called ``name`` (used when the server asks).
+        ``private``: the plan marks them as its model, which this client's policy may require
+        distributed DP noise on (ClientPolicy.min_ddp_noise)."""
         self._contributions[name] = {k: as_array(v) for k, v in tensors.items()}
+        if private:
+            self._private.add(name)
+        else:
+            self._private.discard(name)
+
+    def _with_noise(self, spec: SumSpec, x: np.ndarray, *, live: int, precision_bits: int) -> np.ndarray:
+        """Distributed DP (SumSpec.noise): the announced noise checked against this client's
+        policy, then ``x`` clipped and noised on the grid 2^-precision_bits before anything of it
+        leaves (protocol/secure_sum/noise.py; threat_model.md DDP-NOISE)."""
+        self.policy.check_noise(spec, live=live, private=spec.name in self._private)
+        return x if spec.noise is None else noised(x, spec.noise, precision_bits=precision_bits)
 
     def _contribution(self, spec: SumSpec):
         if spec.name not in self._contributions:

@@ -121,21 +121,26 @@ class TrafficSplits:
 
 
 def dcrnn_windows(
-    speed: np.ndarray, *, steps_in: int = 12, steps_out: int = 12, train: float = 0.7, test: float = 0.2, max_windows: int | None = None
+    speed: np.ndarray, *, steps_in: int = 12, steps_out: int = 12, train: float = 0.7, test: float = 0.2, max_windows: int | None = None,
+    stride: int = 1,
 ) -> TrafficSplits:
     """DCRNN's sliding windows and chronological split (speeds left in mph).
 
     ``speed``: (T, N) with T in five-minute steps from midnight. ``max_windows`` keeps only the
-    first windows of each split (for small, fast test runs).
+    first windows of each split (for small, fast test runs). ``stride``: a window starts every
+    ``stride`` steps (DCRNN's 1; ``steps_in`` makes the input windows disjoint, so a reading is
+    in one window's input: the privacy unit "one reading" then costs what one window costs).
     """
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"stride must be an integer >= 1, got {stride!r}")
     if speed.ndim != 2:
         raise ValueError(f"speed must be (time, sensors), got shape {speed.shape}")
     time_of_day = (np.arange(speed.shape[0]) % STEPS_PER_DAY) / STEPS_PER_DAY
     features = np.stack([speed, np.broadcast_to(time_of_day[:, None], speed.shape)], axis=-1).astype(np.float32)
-    samples = speed.shape[0] - steps_in - steps_out + 1
+    starts = np.arange(0, speed.shape[0] - steps_in - steps_out + 1, stride)
+    samples = len(starts)
     if samples < 10:
-        raise ValueError(f"{speed.shape[0]} time steps make only {samples} windows of {steps_in} + {steps_out}")
-    starts = np.arange(samples)
+        raise ValueError(f"{speed.shape[0]} time steps make only {samples} windows of {steps_in} + {steps_out} (stride {stride})")
     x = features[starts[:, None] + np.arange(steps_in)]  # (S, in, N, 2)
     y = features[starts[:, None] + steps_in + np.arange(steps_out)]  # (S, out, N, 2)
     n_test, n_train = round(samples * test), round(samples * train)

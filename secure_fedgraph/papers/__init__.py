@@ -32,13 +32,21 @@ PLAN_NAMES = tuple(sorted(REGISTRY))
 RESUMABLE = frozenset({"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"})
 WHY_NOT_RESUMABLE = {
     "cnfgnn": "its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and the DP "
-              "accountant's release ledger are not saved at round boundaries, and a redone round would upload every window's "
+              "accountant's history of releases are not saved at round boundaries, and a redone round would upload every window's "
               "hidden states again with fresh noise (a second DP release)",
     "nfedgnn": "each user's W_i and Adam state and the server's model and Adam state are not saved at round boundaries, and a "
                "redone round would upload every h_i again with fresh noise (a second DP release)",
     "fedstgd": "each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are not saved "
                "at round boundaries",
 }
+# plans whose privacy budget `secure-fedgraph sweep` can vary: the option holding the noise multiplier
+# (cnfgnn: DP on the uploaded hidden states; fedavg-gru: distributed DP inside the FedAvg sum)
+PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise", "nfedgnn": "dp_sigma"}
+# plans that calibrate that option to a target epsilon before a run (`sweep --epsilons`, `run --target-epsilon`):
+# fedavg-gru's ddp_noise is not one, its epsilon depends on how many clients survive each sum
+CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn", "nfedgnn"})
+# the centralised baseline a sweep draws beside a plan (runs/comparison.py's method names)
+CENTRALISED_METHOD = {"cnfgnn": "gru+gn-centralised", "fedavg-gru": "gru-centralised"}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}
 
 

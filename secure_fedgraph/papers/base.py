@@ -36,6 +36,18 @@ class Plan(ABC):
         clients compare it with their own --min-dp-sigma."""
         return getattr(self.config, "dp_sigma", None)
 
+    @property
+    def ddp_noise(self) -> float | None:
+        """The distributed DP noise multiplier on the plan's model sums (None: the plan has no
+        such option; 0: off); clients compare it with their own --min-ddp-noise."""
+        return getattr(self.config, "ddp_noise", None)
+
+    @property
+    def dpsgd_sigma(self) -> float | None:
+        """The DP-SGD noise multiplier of the plan's local training (None: the plan has no DP-SGD;
+        0: off); clients compare it with their own --min-dpsgd-sigma."""
+        return getattr(self.config, "dpsgd_sigma", None)
+
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.Config()
         if not isinstance(self.config, self.Config):
@@ -64,6 +76,16 @@ class Plan(ABC):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> Any:
         """What the server holds before the run (e.g. CNFGNN's sensor graph; never client data)."""
         return None
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> Plan:
+        """This plan with its DP noise multiplier ``option`` (None: the plan's first) calibrated
+        so that the epsilon it reports is at most ``target_epsilon`` (``--target-epsilon``).
+
+        Raises:
+            ConfigError: the plan has no DP noise to calibrate.
+            PrivacyBudgetError: the target cannot be reached.
+        """
+        raise ConfigError(f"plan {self.name} has no DP noise to calibrate (--target-epsilon)")
 
     def config_json(self) -> str:
         return json.dumps({"plan": self.name, "config": dataclasses.asdict(self.config)}, sort_keys=True)

@@ -29,7 +29,7 @@ and ``from_config_json`` need nothing special:
 
 The server never holds raw data, targets or client weights: it sees hidden states (noised
 with DP), their gradients, and sums. The server's upload collective counts every release of a
-window for the accountant (privacy/ledger.py); the plan only names the windows. Deviations
+window for the accountant (privacy/accountant.py); the plan only names the windows. Deviations
 from the paper: the gradients are averaged, not summed, over clients (the mean of the clients'
 MSE is the pooled MSE CNFGNN's code minimises; Adam is scale-invariant anyway); the server runs
 the GN over batches of training windows as CNFGNN's code does. Communication follows Eq. 7
@@ -39,6 +39,7 @@ torch thread: the hosts that run it (ClientHost, the server's step driver) hold 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -58,8 +59,10 @@ from secure_fedgraph.papers.traffic import (
     released_errors,
     report_errors,
     server_normalisation,
+    sensor_windows,
 )
-from secure_fedgraph import privacy  # privacy.gaussian_report loads opacus on first use: only DP runs pay for it
+from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
+from secure_fedgraph.papers import local_dp
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -69,6 +72,8 @@ from secure_fedgraph.training.metrics import rmse_mae
 from secure_fedgraph.validation import positive, positive_number
 
 VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
+DP_UNITS = ("window", "reading", "sensor")
+STEPS_IN = 12  # input steps of a window: h_c,i depends on these only
 SPLITS = ("train", "val", "test")
 WINDOW_COUNTS = SumSpec("window_counts", (TensorSpec("windows", (len(SPLITS),)),))
 
@@ -92,6 +97,14 @@ class CNFGNNConfig:
         max_local_steps / max_server_batches / max_windows: caps for small runs (None: none).
         dp_sigma: noise multiplier on uploaded h_c,i (0: no DP); dp_clip: per-row L2 bound;
         dp_delta: the delta epsilon is reported at.
+        dp_unit: what the reported epsilon protects: "window" (one window's 12 input steps),
+            "reading" (one speed reading: it sits in up to 12 windows' inputs, and pays for
+            each), or "sensor" (every reading of the client over the run).
+        window_stride: a window every ``window_stride`` steps (1, DCRNN's; 12 makes the input
+            windows disjoint, so a reading costs what a window costs, with 1/12 of the windows).
+        dpsgd_sigma: DP-SGD noise multiplier for ClientUpdate (0: plain Adam; the AT variants
+            only: split learning's batches are the server's, not the client's Poisson samples);
+            dpsgd_clip: its per-sample L2 clip (papers/local_dp.py).
         seed: run seed (initial models, batch orders).
         server_device: where the server runs the GN: "cpu" (default, reproducible), "cuda" or
             "auto" (CUDA when present). Clients always compute on CPU.
@@ -117,6 +130,10 @@ class CNFGNNConfig:
     dp_sigma: float = 0.0
     dp_clip: float = 2.0
     dp_delta: float = 1e-5
+    dp_unit: str = "window"
+    window_stride: int = 1
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
     seed: int = 0
     server_device: str = "cpu"
 
@@ -125,6 +142,9 @@ class CNFGNNConfig:
         check_device("server_device", self.server_device)
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.dp_unit not in DP_UNITS:
+            raise ConfigError(f"dp_unit must be one of {DP_UNITS}, got {self.dp_unit!r}")
+        positive("window_stride", self.window_stride)
         for name in ("rounds", "hidden_size", "client_rounds", "server_rounds", "batch_size", "server_batch_size", "gn_layers", "gn_hidden", "gn_update"):
             positive(name, getattr(self, name))
         positive("cl_decay_steps", self.cl_decay_steps, 0)
@@ -133,8 +153,12 @@ class CNFGNNConfig:
         for name in ("lr", "server_lr", "dp_clip"):
             positive_number(name, getattr(self, name))
         positive_number("dp_sigma", self.dp_sigma, zero_ok=True)
-        if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
-            raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
+        local_dp.check_options(self)
+        if self.dpsgd_sigma and self.variant.startswith("sl"):
+            raise ConfigError(f"dpsgd_sigma needs the client's own Poisson samples; variant {self.variant!r} trains on the server's batches "
+                              "(use at or at+fedavg)")
+        if self.dpsgd_sigma and self.dp_unit != "window":
+            raise ConfigError(f"DP-SGD is accounted per training window; dp_unit={self.dp_unit!r} spans several (use dp_unit=window)")
 
 
 @dataclass(frozen=True)
@@ -202,9 +226,60 @@ class CNFGNN(SensorPlan):
         """The scheduled-sampling draws of a client's server-phase batches (from the run seed)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, "client", client_id, "coin", round_index) % 2**63)
 
-    def privacy_hook(self) -> privacy.GaussianRows | None:
+    @property
+    def window_stride(self) -> int:
+        return self.config.window_stride
+
+    def privacy_unit(self) -> privacy.Unit:
+        """The member the reported epsilon protects (``dp_unit``): a member sitting in k rows of
+        one upload pays for k releases (privacy/analysis/units.py)."""
+        unit, stride = self.config.dp_unit, self.config.window_stride
+        if unit == "window":
+            if self.config.dpsgd_sigma:  # DP-SGD's sample is the whole window, its targets too
+                return privacy.Unit(privacy.UnitKind.ROW, "one window (12 input and 12 target steps) of one sensor client")
+            return privacy.WINDOW
+        if unit == "reading":
+            span = -(-STEPS_IN // stride)
+            return privacy.Unit(privacy.UnitKind.SPAN, f"one reading of one sensor client (in up to {span} windows' inputs)", span=span)
+        return privacy.Unit(privacy.UnitKind.CLIENT, "one sensor client: every reading it holds, over the run")
+
+    def planned_releases(self, data_dir: str | os.PathLike | None) -> int:
+        """K before the run: releases of the unit's most exposed member if every client stays.
+        Every variant uploads each training window's h_c at most once a round (AT: all of
+        them; SL: those its batches reach), the validation windows once a round and the test
+        windows once; the window counts are the series' (the same for every sensor)."""
         c = self.config
-        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
+        windows = sensor_windows(0, data_dir, c.max_windows, c.window_stride)
+        counts = [np.full(len(windows.y[s]), c.rounds if s != "test" else 1) for s in SPLITS]
+        return privacy.member_releases(self.privacy_unit(), counts)
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> CNFGNN:
+        """This plan with ``option`` (``dp_sigma``, the default, or ``dpsgd_sigma``) the least
+        noise multiplier (opacus' search) whose epsilon for one member of the unit, after the
+        planned releases, is at most ``target_epsilon`` at ``dp_delta``; the other mechanism
+        must be off (one calibration prices one mechanism)."""
+        c = self.config
+        option = option or "dp_sigma"
+        other = {"dp_sigma": "dpsgd_sigma", "dpsgd_sigma": "dp_sigma"}.get(option)
+        if other is None:
+            raise ConfigError(f"plan cnfgnn calibrates dp_sigma or dpsgd_sigma, not {option!r}")
+        if getattr(c, option) or getattr(c, other):
+            raise ConfigError(f"a target epsilon calibrates {option} alone: leave out {option} and {other} (got {getattr(c, option):g}, "
+                              f"{getattr(c, other):g})")
+        if option == "dp_sigma":
+            sigma = privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=c.dp_delta, sample_rate=1.0, steps=self.planned_releases(data_dir))
+        else:
+            rate = local_dp.sample_rate(c.batch_size, len(self.load_client_data(0, data_dir).y["train"]))
+            sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * local_dp.steps_per_round(rate, c.client_rounds, c.max_local_steps))
+        return CNFGNN(dataclasses.replace(c, **{option: sigma}))
+
+    def privacy_hook(self, ctx: ClientContext) -> privacy.GaussianRows | None:
+        c = self.config
+        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma), noise=ctx.noise("h_c")) if c.dp_sigma > 0 else None
+
+    def released(self, split: str, rows) -> privacy.RowRelease:
+        """What an upload of h_c rows releases: those windows of ``split``, noised with dp_sigma."""
+        return privacy.RowRelease(split, rows, float(self.config.dp_sigma))
 
     # -- the round loop of Algorithm 1, shared -----------------------------------------------
 
@@ -229,9 +304,9 @@ class CNFGNN(SensorPlan):
         test_rmse, test_mae = yield from gn.evaluate("test")
         metrics: dict[str, Any] = {"plan": self.name, "variant": c.variant, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae,
                                    "clients": len(ctx.live), "windows": gn.windows}
-        if c.dp_sigma > 0:
-            metrics["privacy"] = privacy.gaussian_report(ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma), delta=c.dp_delta,
-                                                 mechanism=f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each client")
+        if c.dp_sigma > 0 or c.dpsgd_sigma > 0:
+            uploads = [f"Gaussian on uploaded h_c rows: clip {c.dp_clip:g}, sigma {c.dp_sigma:.4g}, applied by each client"] if c.dp_sigma else []
+            metrics["privacy"] = yield from local_dp.server_report(ctx, c, unit=self.privacy_unit(), mechanisms=uploads)
         return metrics
 
     def client(self, ctx: ClientContext):
@@ -245,6 +320,8 @@ class CNFGNN(SensorPlan):
             yield from self.client_round(sensor, r)
             yield from sensor.evaluate("val")  # eval
         yield from sensor.evaluate("test")
+        if c.dpsgd_sigma:
+            yield ctx.report_privacy()  # this client's DP-SGD steps, as its optimiser counted them
 
     def server_round(self, gn: GraphNetServer, r: int):
         """The server's side of round ``r``; returns how many clients its model average holds."""
@@ -284,7 +361,7 @@ class AlternatingTraining(CNFGNN):
         c, ctx = self.config, sensor.ctx
         trained = train_local(sensor.model, sensor.x, sensor.y, sensor.tod, graph=sensor.h_graph, rng=ctx.rng("batches", r), epochs=c.client_rounds,
                               max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr, decay_steps=c.cl_decay_steps,
-                              start_step=sensor.step)  # A1 line 9: ClientUpdate, A2 Update lines 1-7
+                              start_step=sensor.step, private=sensor.private)  # A1 line 9: ClientUpdate, A2 Update lines 1-7
         sensor.step += trained.steps
         if self.fedavg:
             yield from sensor.fedavg()  # A2 Update line 8, A1 lines 11-13
@@ -323,7 +400,7 @@ class SplitLearning(CNFGNN):
         ctx, c = gn.ctx, self.config
         with ctx.phase("split learning"):
             for batch in server_batches(self.seed, r, 0, gn.windows["train"], c.server_batch_size, c.max_server_batches):
-                hidden = yield from ctx.upload("h_c", self.rows_spec("h", len(batch)), releases=("train", batch))
+                hidden = yield from ctx.upload("h_c", self.rows_spec("h", len(batch)), releases=self.released("train", batch))
                 x = gn.node_features({i: v["h"] for i, v in hidden.items()}, len(batch)).requires_grad_()
                 h_graph = gn.model(x, gn.edge_index, gn.edge_weight)
                 yield from gn.scatter_rows("h_G", h_graph.detach())
@@ -396,7 +473,7 @@ class GraphNetServer:
 
     def hidden_states(self, name: str, windows: int, *, split: str = "train"):
         """Every live client's h_c rows of ``windows`` windows of ``split``, through its DP hook."""
-        received = yield from self.ctx.upload(name, self.plan.rows_spec("h", windows), releases=(split, np.arange(windows)))
+        received = yield from self.ctx.upload(name, self.plan.rows_spec("h", windows), releases=self.plan.released(split, np.arange(windows)))
         return {i: v["h"] for i, v in received.items()}
 
     def scatter_rows(self, name: str, rows: torch.Tensor):
@@ -439,7 +516,8 @@ class SensorClient:
         self.plan, self.ctx, self.data, self.mean, self.std, self.model = plan, ctx, data, mean, std, model
         self.x, self.y, self.tod = data.sensor("train", 0)
         self.h_graph = np.zeros((len(self.x), plan.config.hidden_size), dtype=np.float32)
-        self.privacy = plan.privacy_hook()
+        self.privacy = plan.privacy_hook(ctx)
+        self.private = local_dp.client_mechanism(ctx, plan.config, samples=len(self.x), batch_size=plan.config.batch_size)  # DP-SGD, or None
         self.step = 0
 
     def encode(self, split: str) -> np.ndarray:

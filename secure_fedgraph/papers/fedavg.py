@@ -14,10 +14,19 @@ Algorithm (numbers match the comments in the code):
   3. FedAvg: a secure sum of the clients' weights; every client and (with mask/plain) the
      server get the sum, and the new global model is sum / number of contributors (unweighted,
      as CNFGNN); if the sum is abandoned (threat_model.md M-ONCE), every client keeps its own
-     model for this round;
+     model for this round. With distributed DP (``ddp_noise`` > 0, beyond the paper: DP-FedAvg,
+     McMahan et al. 2018, with the noise added by the clients inside the secure sum) the sum
+     is of the updates (local model minus the round's starting model), each clipped to L2 norm
+     ``ddp_clip`` and noised before masking (threat_model.md DDP-NOISE); the new model is the
+     starting model plus sum / contributors;
   4. validation: a secure sum of each client's squared and absolute errors (mph) and counts;
      the totals give RMSE and MAE and are released to the server.
   5. After the last round: the same for the test windows.
+
+With ``dpsgd_sigma`` > 0 step 2 is DP-SGD (papers/local_dp.py): Poisson samples of an expected
+``batch_size`` windows, per-sample clipping to ``dpsgd_clip`` and Gaussian noise, from the
+client's own noise source; at the end the server collects each client's step count and reports
+epsilon per client (one training window is the unit).
 
 Deviations: normalisation statistics come from a secure sum instead of centralised
 preprocessing (the same numbers, within the encoding error); metrics are unmasked, as CNFGNN's.
@@ -29,15 +38,19 @@ each client keeps its own model and normalisation statistics (they never leave i
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from secure_fedgraph.errors import SumAbandoned
+from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.data.metr_la import check_sensors
-from secure_fedgraph.validation import positive, positive_number
+from secure_fedgraph.validation import check_ddp_options, positive, positive_number
+from secure_fedgraph.papers import local_dp
+from secure_fedgraph.privacy import Unit, UnitKind
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
@@ -65,7 +78,12 @@ class FedAvgGRUConfig:
         batch_size: windows per batch.
         lr: Adam learning rate (a fresh Adam every round).
         max_windows: keep only the first windows of each split (small test runs).
+        dpsgd_sigma: DP-SGD noise multiplier for local training (0: plain Adam, no DP);
+            dpsgd_clip: per-sample L2 clip; dp_delta: the delta epsilon is reported at.
         seed: run seed (initial model, batch order).
+        ddp_noise: distributed DP noise multiplier z on the FedAvg sum (0: none; see SumNoise).
+        ddp_clip: L2 bound on each client's update with distributed DP.
+        ddp_delta: the delta the run's epsilon is reported at.
     """
 
     rounds: int = 3
@@ -76,9 +94,19 @@ class FedAvgGRUConfig:
     batch_size: int = 128
     lr: float = 1e-3
     max_windows: int | None = None
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
+    dp_delta: float = 1e-5
     seed: int = 0
+    ddp_noise: float = 0.0
+    ddp_clip: float = 1.0
+    ddp_delta: float = 1e-5
 
     def __post_init__(self) -> None:
+        local_dp.check_options(self)
+        check_ddp_options(self)
+        if self.dpsgd_sigma and self.ddp_noise:
+            raise ConfigError("dpsgd_sigma and ddp_noise are both set: choose one (their composition is not accounted)")
         positive("rounds", self.rounds)
         positive("hidden_size", self.hidden_size)
         positive("local_epochs", self.local_epochs)
@@ -93,6 +121,17 @@ class FedAvgGRU(SensorPlan):
     name = "fedavg-gru"
     Config = FedAvgGRUConfig
     averages: ClassVar[bool] = True  # step 3; False: every client keeps its own model
+    dpsgd_unit = Unit(UnitKind.ROW, "one training window (12 input and 12 target steps) of one sensor client")
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedAvgGRU:
+        """This plan with ``dpsgd_sigma`` calibrated: every client takes ``rounds`` times its
+        steps per round at q = batch_size / training windows (the same for every sensor)."""
+        c = self.config
+        if option not in (None, "dpsgd_sigma"):
+            raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
+        rate = local_dp.sample_rate(c.batch_size, len(self.load_client_data(0, data_dir).y["train"]))
+        sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * local_dp.steps_per_round(rate, c.local_epochs, c.max_local_steps))
+        return type(self)(dataclasses.replace(c, dpsgd_sigma=sigma))
 
     def _model(self) -> GRUSeq2Seq:
         model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
@@ -102,7 +141,6 @@ class FedAvgGRU(SensorPlan):
     def server(self, ctx: ServerContext):
         c = self.config
         weights = weights_of(self._model())
-        weights_spec = SumSpec.of("weights", weights)
         start, saved = ctx.resume_from({"history": []})
         history = list(saved["history"])
         for r in range(start, c.rounds):
@@ -114,8 +152,8 @@ class FedAvgGRU(SensorPlan):
                     yield from ctx.broadcast("model", weights)  # 1.
             if self.averages:
                 with ctx.phase("fedavg"):
-                    try:
-                        yield from ctx.secure_sum(weights_spec)  # 2.-3. local training, FedAvg
+                    try:  # 2.-3. local training, FedAvg (of the clipped, noised updates with distributed DP)
+                        yield from ctx.secure_sum(SumSpec.of("weights", weights, noise=ctx.sum_noise(noise_multiplier=c.ddp_noise, l2_clip=c.ddp_clip)))
                     except SumAbandoned:
                         pass  # every client keeps its own model this round
             with ctx.phase("evaluation"):
@@ -125,7 +163,12 @@ class FedAvgGRU(SensorPlan):
             ctx.report(r, clients=clients, val_rmse=rmse, val_mae=mae)
         with ctx.phase("evaluation"):
             test_rmse, test_mae = rmse_mae((yield from released_errors(ctx, errors_spec("test"))))  # 5.
-        return {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
+        metrics = {"plan": self.name, "rounds": history, "test_rmse": test_rmse, "test_mae": test_mae, "clients": len(ctx.live)}
+        if c.dpsgd_sigma:
+            metrics["privacy"] = yield from local_dp.server_report(ctx, c, unit=self.dpsgd_unit, mechanisms=[])
+        elif self.averages and c.ddp_noise > 0:
+            metrics["privacy"] = ctx.noise_report(c.ddp_delta)
+        return metrics
 
     def client(self, ctx: ClientContext):
         c = self.config
@@ -141,16 +184,30 @@ class FedAvgGRU(SensorPlan):
                 data, mean, std = yield from client_normalisation(ctx, ctx.data)  # 0.
                 load_weights(model, (yield ctx.receive("model")))  # 1.
             x, y, tod = data.sensor("train", 0)
+            if r == start:
+                private = local_dp.client_mechanism(ctx, c, samples=len(x), batch_size=c.batch_size)
+            round_start = weights_of(model)
             train_local(model, x, y, tod, rng=ctx.rng("batches", r), epochs=c.local_epochs,
-                        max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr)  # 2.
+                        max_steps=c.max_local_steps, batch_size=c.batch_size, lr=c.lr, private=private)  # 2.
             if self.averages:
-                try:
-                    total = yield ctx.secure_sum("weights", weights_of(model))  # 3.
-                    load_weights(model, {k: v / len(total.contributors) for k, v in total.values.items()})
-                except SumAbandoned:
-                    pass  # the server gave this round's FedAvg up: keep the local model
+                yield from fedavg_step(ctx, model, round_start, updates=c.ddp_noise > 0)  # 3.
             yield from report_errors(ctx, "validation", error_sums(model, *data.sensor("val", 0), mean=mean, std=std))  # 4.
         yield from report_errors(ctx, "test", error_sums(model, *data.sensor("test", 0), mean=mean, std=std))  # 5.
+        if c.dpsgd_sigma:
+            yield ctx.report_privacy()  # this client's DP-SGD steps, as its optimiser counted them
+
+
+def fedavg_step(ctx: ClientContext, model, start: dict, *, updates: bool):
+    """Client side of step 3: the weights (or, with distributed DP, the update from ``start``)
+    into the secure sum, marked as this client's model; the model becomes the average. An
+    abandoned sum leaves the local model (threat_model.md M-ONCE)."""
+    local = weights_of(model)
+    try:
+        total = yield ctx.secure_sum("weights", {k: v - start[k] for k, v in local.items()} if updates else local, private=True)
+    except SumAbandoned:
+        return  # the server gave this round's FedAvg up: keep the local model
+    n = len(total.contributors)
+    load_weights(model, {k: (start[k] if updates else 0) + v / n for k, v in total.values.items()})
 
 
 class LocalGRU(FedAvgGRU):

@@ -51,6 +51,8 @@ party holding every case, run by the same plan (``simulate_one_party``).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -68,6 +70,8 @@ from secure_fedgraph.models.diig import DIIG
 from secure_fedgraph.models.distribution_estimator import DistributionEstimator
 from secure_fedgraph.models.distribution_vae import DistributionVAE
 from secure_fedgraph.models.generator_dropout import use_generator
+from secure_fedgraph import privacy
+from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.papers.traffic import released_errors, report_errors
 from secure_fedgraph.protocol.engine import ClientContext, ServerContext
@@ -106,6 +110,9 @@ class FedRelConfig:
         weight_clip, aggregation_error: the range weights are clipped to and the largest error
             of an aggregated weight; they set the relevance sum's range and resolution.
         eval_every: evaluate the global model every this many rounds (and after the last).
+        dpsgd_sigma, dpsgd_clip, dp_delta: DP-SGD for DIIG's local steps (papers/local_dp.py;
+            0: off). With ``aggregation="uniform"`` only: relevance also releases d_hat_k and e_k,
+            functions of d_k (a statistic of every case, from a VAE trained without DP).
         seed: run seed (initialisation, splits, batches, dropout).
     """
 
@@ -130,6 +137,9 @@ class FedRelConfig:
     weight_clip: float = 8.0
     aggregation_error: float = 1e-5
     eval_every: int = 1
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
+    dp_delta: float = 1e-5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -156,6 +166,10 @@ class FedRelConfig:
             raise ConfigError(f"segments must divide the {length} steps of a {self.dataset} case, got {self.segments}")
         if self.window >= self.segments:
             raise ConfigError(f"window must be below segments ({self.segments}), got {self.window}")
+        local_dp.check_options(self)
+        if self.dpsgd_sigma and self.relevance:
+            raise ConfigError("dpsgd_sigma needs aggregation='uniform': relevance aggregation also releases functions of d_k, every "
+                              "case's statistic from a VAE trained without DP, which DP-SGD does not cover")
 
     @property
     def relevance(self) -> bool:
@@ -261,6 +275,19 @@ class FedRel(Plan):
     def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> ClientData:
         return client_cases(self.config, data_dir)[client_id]
 
+    dpsgd_unit = privacy.Unit(privacy.UnitKind.ROW, "one training case (a recording) of one participant")
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedRel:
+        """This plan with ``dpsgd_sigma`` calibrated for the participant with the fewest cases
+        (the largest sampling rate, so every participant's epsilon is at most the target)."""
+        c = self.config
+        if option not in (None, "dpsgd_sigma"):
+            raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
+        fewest = min(len(case.train_y) for case in client_cases(c, None if data_dir is None else str(data_dir)))
+        rate = local_dp.sample_rate(c.batch_size, fewest)
+        sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=rate, steps=c.rounds * c.local_steps)
+        return FedRel(dataclasses.replace(c, dpsgd_sigma=sigma))
+
     # -- server: starts the sums, releases only the confusion matrices ------------------------
 
     def server(self, ctx: ServerContext):
@@ -294,10 +321,13 @@ class FedRel(Plan):
                 ctx.report(r, clients=len(ctx.live), test_acc=acc, test_f1=f1)
         best_acc, acc_round = best_round(history, "acc")
         best_f1, f1_round = best_round(history, "f1")
-        return {"plan": self.name, "rounds": history, "test_acc": history[-1]["acc"], "test_f1": history[-1]["f1"],
-                "best_acc": best_acc, "best_acc_round": acc_round, "best_f1": best_f1, "best_f1_round": f1_round,
-                "clients": len(ctx.live), "clipped_values": clipped,
-                "cost": {"secure_sums_per_round": len(sums.per_round()), "elements_up_per_client_per_round": sums.elements_per_round()}}
+        metrics = {"plan": self.name, "rounds": history, "test_acc": history[-1]["acc"], "test_f1": history[-1]["f1"],
+                   "best_acc": best_acc, "best_acc_round": acc_round, "best_f1": best_f1, "best_f1_round": f1_round,
+                   "clients": len(ctx.live), "clipped_values": clipped,
+                   "cost": {"secure_sums_per_round": len(sums.per_round()), "elements_up_per_client_per_round": sums.elements_per_round()}}
+        if c.dpsgd_sigma:
+            metrics["privacy"] = yield from local_dp.server_report(ctx, c, unit=self.dpsgd_unit, mechanisms=[])
+        return metrics
 
     @staticmethod
     def _abandonable(ctx: ServerContext, spec: SumSpec):
@@ -310,28 +340,51 @@ class FedRel(Plan):
 
     def client(self, ctx: ClientContext):
         c = self.config
-        data: ClientData = ctx.data
         model = build_model(c)
         dropout = torch.Generator().manual_seed(derive_seed(c.seed, "client", ctx.client_id, "dropout"))
         use_generator(model, dropout)
-        optimiser = torch.optim.Adam(model.parameters(), lr=c.lr)
         start, saved = ctx.resume_from(None)
-        if saved is not None:  # a resumed run: this participant's own state at the round it resumes from
-            train_x, test_x, d_k, d_tilde = saved["train_x"], saved["test_x"], saved["d_k"], saved["d_tilde"]
+        if saved is None:
+            ctx.checkpoint(0, None)
+            state = dict(zip(("train_x", "test_x", "d_k"), (yield from self._set_up(ctx, model))), d_tilde=None)  # 0.-1.
+        else:  # a resumed run: this participant's own state at the round it resumes from
+            state = {k: saved[k] for k in ("train_x", "test_x", "d_k", "d_tilde")}
             load_weights(model, saved["weights"])
-            optimiser.load_state_dict(saved["optimiser"])
             dropout.set_state(saved["dropout"])
+        samples = len(state["train_x"])
+        private = local_dp.client_mechanism(ctx, c, samples=samples, batch_size=c.batch_size)  # DP-SGD, or None
+        with contextlib.ExitStack() as dp:
+            if private is None:
+                optimiser = torch.optim.Adam(model.parameters(), lr=c.lr)
+            else:  # DIIG alone: with uniform aggregation the estimator takes no step
+                _, optimiser = dp.enter_context(private.training(model["diig"], lambda p: torch.optim.Adam(p, lr=c.lr), samples=samples,
+                                                                 per_sample="loop"))
+            if saved is not None:
+                optimiser.load_state_dict(saved["optimiser"])
+            yield from self._rounds(ctx, model, optimiser, private, dropout, state, start)
+        if private is not None:
+            yield ctx.report_privacy()  # this participant's DP-SGD steps, as its optimiser counted them
+
+    def _rounds(self, ctx: ClientContext, model: nn.ModuleDict, optimiser, private, dropout: torch.Generator, state: dict[str, Any], start: int):
+        """Lines 3-20 at participant k from round ``start``: local steps (DP-SGD with ``private``),
+        the aggregation, evaluation. At each round boundary the participant keeps its model, Adam
+        state, dropout generator, normalised cases, d_k and d_tilde (``server --resume``)."""
+        c, data = self.config, ctx.data
+        train_x, test_x, d_k, d_tilde = state["train_x"], state["test_x"], state["d_k"], state["d_tilde"]
         for r in range(start, c.rounds):
             if r:
                 ctx.checkpoint(r, {"train_x": train_x, "test_x": test_x, "d_k": d_k, "d_tilde": d_tilde, "weights": weights_of(model),
                                    "optimiser": optimiser.state_dict(), "dropout": dropout.get_state()})
-            else:
-                train_x, test_x, d_k = yield from self._set_up(ctx, model)  # 0.-1.
-                d_tilde = None
             model.train()
             for step in range(c.local_steps):  # 2. lines 14-18
-                x, y = _batch(train_x, data.train_y, ctx.rng("batch", r, step), c.batch_size)
                 optimiser.zero_grad()
+                if private is not None:  # a Poisson sample of the participant's cases; each case's gradient clipped, noise added
+                    batch = private.sample(len(train_x))
+                    one = lambda i: fedrel_loss(model["diig"](torch.as_tensor(train_x[i : i + 1])), torch.as_tensor(data.train_y[i : i + 1]))  # noqa: E731
+                    private.loop_gradients(model["diig"], one, batch)
+                    optimiser.step()
+                    continue
+                x, y = _batch(train_x, data.train_y, ctx.rng("batch", r, step), c.batch_size)
                 d_hat = model["estimator"](d_k) if d_tilde is not None else None
                 fedrel_loss(model["diig"](x), y, d_hat, d_tilde).backward()
                 optimiser.step()

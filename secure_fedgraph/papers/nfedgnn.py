@@ -41,6 +41,7 @@ applied to the clean one (the noise is additive).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -62,7 +63,6 @@ from secure_fedgraph.validation import positive, positive_number
 
 DATASET_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}  # one user per node
 USER_WEIGHTS = ("own", "fedavg")
-PRIVACY_UNIT = "one user's feature vector x_i (node-level for features; the edges are the server's and not protected)"
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,32 @@ class NFedGNN(Plan):
         """An upload of one row of d values per named latent (one row: the DP hook clips the user's whole latent)."""
         return SumSpec(name, tuple(TensorSpec(t, (1, self.config.latent_size)) for t in tensors))
 
-    def privacy_hook(self) -> privacy.GaussianRows | None:
+    def privacy_hook(self, ctx: ClientContext) -> privacy.GaussianRows | None:
         c = self.config
-        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma)) if c.dp_sigma > 0 else None
+        return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma), noise=ctx.noise("h")) if c.dp_sigma > 0 else None
+
+    def released(self, latents: int) -> privacy.RowRelease | None:
+        """What an upload of ``latents`` latents releases of a user's one row x_i, accounted at
+        sigma/2: replacing x_i moves a clipped latent by up to 2 x clip (None without DP)."""
+        c = self.config
+        return privacy.RowRelease("x", [0] * latents, float(c.dp_sigma) / 2) if c.dp_sigma > 0 else None
+
+    def planned_releases(self) -> int:
+        """K: the latents each user uploads over the run (one per round, one more per evaluating
+        round, one at the end), each a release of its one row x_i."""
+        c = self.config
+        return c.rounds + sum(self.evaluates(r) for r in range(c.rounds)) + 1
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> NFedGNN:
+        """This plan with the least ``dp_sigma`` whose epsilon after the planned releases is at
+        most ``target_epsilon`` (opacus' search, at sigma / 2: see :meth:`released`)."""
+        c = self.config
+        if (option or "dp_sigma") != "dp_sigma":
+            raise ConfigError(f"plan nfedgnn calibrates dp_sigma, not {option!r}")
+        if c.dp_sigma:
+            raise ConfigError(f"a target epsilon calibrates dp_sigma: leave it out (got {c.dp_sigma:g})")
+        sigma = privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=c.dp_delta, sample_rate=1.0, steps=self.planned_releases())
+        return NFedGNN(dataclasses.replace(c, dp_sigma=2 * sigma))
 
     def evaluates(self, round_index: int) -> bool:
         return round_index % self.config.eval_every == 0
@@ -231,7 +254,7 @@ class NFedGNN(Plan):
             evaluating = self.evaluates(r)
             with ctx.phase("latents"):  # A1 5-6
                 names = ("h", "h_eval") if evaluating else ("h",)
-                received = yield from ctx.upload("h", self.latent_spec("h", names), releases=("x", [0] * len(names)))
+                received = yield from ctx.upload("h", self.latent_spec("h", names), releases=self.released(len(names)))
             row: dict[str, Any] = {"round": r, "users": len(received)}
             if evaluating:  # A1 7 (evaluation): the model after r rounds
                 row.update(self.evaluate(model, graph, received, "h_eval"))
@@ -259,7 +282,7 @@ class NFedGNN(Plan):
             ctx.report(r, **{k: v for k, v in row.items() if k != "round" and v is not None})
         yield from ctx.start_round(c.rounds, keys=False)
         with ctx.phase("latents"):
-            received = yield from ctx.upload("h_eval", self.latent_spec("h_eval", ("h_eval",)), releases=("x", [0]))
+            received = yield from ctx.upload("h_eval", self.latent_spec("h_eval", ("h_eval",)), releases=self.released(1))
         final = self.evaluate(model, graph, received, "h_eval")
         ctx.report(c.rounds, users=len(received), **{k: v for k, v in final.items() if v is not None})
         evaluated = [row for row in history if "val_acc" in row] + [{"round": c.rounds, **final}]
@@ -269,8 +292,8 @@ class NFedGNN(Plan):
                                    "test_acc": final["test_acc"], "val_acc": final["val_acc"], "best_val_round": best["round"],
                                    "best_val_test_acc": best["test_acc"], "paper_table1_mib": self.paper_table1_mib(len(ctx.clients), graph.features)}
         if c.dp_sigma > 0:
-            metrics["privacy"] = privacy.gaussian_report(
-                ctx.releases.per_client(ctx.clients), sigma=float(c.dp_sigma) / 2, delta=c.dp_delta, unit=PRIVACY_UNIT,
+            metrics["privacy"] = ctx.accountant.report(
+                ctx.clients, unit=privacy.USER_FEATURES, delta=c.dp_delta,
                 mechanism=f"Gaussian on each uploaded h_i: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each user; accounted at "
                           f"sigma/2 = {c.dp_sigma / 2:g}, since replacing x_i moves a clipped h_i by up to 2 x clip")
         return metrics
@@ -297,7 +320,7 @@ class NFedGNN(Plan):
         fedavg = c.user_weights == "fedavg"
         user = NodeUser(x, initial_user_weight(self.seed, x.shape[0], c.latent_size), lr=c.model_lr, weight_decay=c.weight_decay,
                         dropout=c.model_dropout, all_rows=fedavg)
-        hook = self.privacy_hook()
+        hook = self.privacy_hook(ctx)
         for r in range(c.rounds):
             tensors = {"h_eval": user.latent()[None]} if self.evaluates(r) else {}
             tensors["h"] = user.latent(ctx.rng("dropout", r))[None]

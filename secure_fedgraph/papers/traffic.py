@@ -30,10 +30,10 @@ def errors_spec(name: str, fields: tuple[str, ...] = ("sse", "sae", "count"), cl
     return SumSpec(name, tuple(TensorSpec(f, (1,)) for f in fields), clip_range=clip_range)
 
 
-def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None) -> TrafficSplits:
-    """One sensor's raw windows (mph), DCRNN's split: all a client reads."""
+def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None, stride: int = 1) -> TrafficSplits:
+    """One sensor's raw windows (mph), DCRNN's split (a window every ``stride`` steps): all a client reads."""
     speed = load_cached(None if data_dir is None else str(data_dir)).speed
-    return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows)
+    return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows, stride=stride)
 
 
 class SensorPlan(Plan):
@@ -41,13 +41,14 @@ class SensorPlan(Plan):
     by default), each reading only its own windows (``config.max_windows`` caps them)."""
 
     clients_field = "sensors"
+    window_stride = 1  # a window every step, as DCRNN (CNFGNN's option can space them out)
 
     def client_ids(self) -> list[int]:
         return list(range(self.config.sensors or METR_LA_SENSORS))
 
     def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> TrafficSplits:
         """This sensor's raw windows (mph), DCRNN's split."""
-        return sensor_windows(client_id, data_dir, self.config.max_windows)
+        return sensor_windows(client_id, data_dir, self.config.max_windows, self.window_stride)
 
 
 def server_normalisation(ctx: ServerContext) -> StepGen[Any]:

@@ -1,23 +1,21 @@
-"""Differential privacy for split-learning uploads: the Gaussian mechanism applied by the client
-before a tensor leaves (:mod:`.gaussian`), the ledger of what went out (:mod:`.ledger`, kept by
-the server's upload collective) and its accounting with opacus (:mod:`.accounting`).
+"""Differential privacy, laid out as opacus lays out its accountants:
 
-The accounting names load on first use: importing opacus takes seconds (it brings scipy and
-torch.distributed), and every server and client process imports the ledger, while only runs
-with DP noise account for it."""
+- :mod:`.mechanisms`: what a client applies before data leaves it (Gaussian rows on uploads,
+  DP-SGD for local training) and the noise source they draw from;
+- :mod:`.accountant`: the history of each client's releases (fed by the collectives and the
+  DP-SGD optimiser, never counted by a plan) and the run's report;
+- :mod:`.analysis`: pure functions of a history: epsilon by RDP and by PRV (both through
+  opacus), sigma calibrated to a target epsilon, and the releases one member of a privacy
+  unit takes part in.
 
-from typing import Any
+Nothing here imports opacus at import time: importing it takes seconds (scipy,
+torch.distributed), and every server and client process imports the accountant, while only
+runs with DP noise account.
+"""
 
-from secure_fedgraph.privacy.gaussian import GaussianRows
-from secure_fedgraph.privacy.ledger import ReleaseLedger
+from secure_fedgraph.privacy.accountant import USER_FEATURES, WINDOW, PrivacyAccountant, RowRelease, Steps
+from secure_fedgraph.privacy.analysis import PrvEpsilon, Unit, UnitKind, calibrate_sigma, member_releases, prv_epsilon, rdp_epsilon
+from secure_fedgraph.privacy.mechanisms import GaussianRows, NoiseSource
 
-__all__ = ["GaussianRows", "PrivacySpent", "ReleaseLedger", "epsilon_of", "gaussian_report"]
-_ACCOUNTING = frozenset({"PrivacySpent", "epsilon_of", "gaussian_report"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ACCOUNTING:
-        from secure_fedgraph.privacy import accounting
-
-        return getattr(accounting, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["USER_FEATURES", "WINDOW", "GaussianRows", "NoiseSource", "PrivacyAccountant", "PrvEpsilon", "RowRelease", "Steps", "Unit", "UnitKind",
+           "calibrate_sigma", "member_releases", "prv_epsilon", "rdp_epsilon"]

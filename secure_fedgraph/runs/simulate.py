@@ -51,6 +51,7 @@ def simulate(
     say: Callable[[str], None] | None = None,
     policy: ClientPolicy | None = None,
     restart_at: CrashPoint | None = None,
+    reproducible_noise: bool = False,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
@@ -59,9 +60,12 @@ def simulate(
     client's own minimums (default: they accept ``secure``, as one user running every party
     would). ``restart_at``: the server dies on entering that step and the
     run goes on in a new session from its last checkpoint, every client from the state it kept
-    (what ``server --resume`` does across processes); the result is the resumed session's."""
+    (what ``server --resume`` does across processes); the result is the resumed session's.
+    ``reproducible_noise``: every client's DP noise derived from the run seed, as with ``client
+    --reproducible-dp-noise`` (to compare a DP run across transports; the server could remove
+    such noise); off: fresh OS randomness."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                     restart_at=restart_at)
+                     restart_at=restart_at, reproducible_noise=reproducible_noise)
 
 
 ONE_PARTY = SecureSumConfig(backend=Backend.PLAIN, min_survivors=1)
@@ -101,14 +105,15 @@ class _Host:
 
 
 def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., ServerRole], *, data_dir, drop=None, intercept=None,
-              record=False, say=None, policy=None, restart_at: CrashPoint | None = None) -> SimulationResult:
+              record=False, say=None, policy=None, restart_at: CrashPoint | None = None, reproducible_noise: bool = False) -> SimulationResult:
     started = time.perf_counter()
     if restart_at is not None:
         check_resumable(plan.name)
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
     directory = {c: k.public_bytes for c, k in identities.items()}
-    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE)
+    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE,
+                                 reproducible_noise=reproducible_noise)
                 for c in ids}
     server_data = plan.load_server_data(data_dir)
     checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)

@@ -7,9 +7,11 @@ across processes. Inside a plan the client host already holds that setting.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,34 +60,55 @@ def train_local(
     lr: float = 1e-3,
     decay_steps: int = 0,
     start_step: int = 0,
+    private: Any = None,
 ) -> LocalTraining:
     """Train with a fresh Adam (as CNFGNN's clients do each round); MSE on the normalised scale.
 
     ``graph``: the fixed h_G of each window (CNFGNN), or None. ``decay_steps``/``start_step``:
-    scheduled sampling (:func:`curriculum`), counted from ``start_step``.
+    scheduled sampling (:func:`curriculum`), counted from ``start_step``. ``private``: a DP-SGD
+    mechanism (``secure_fedgraph.privacy.mechanisms.dpsgd.DPSGD``) or None; with it, each step
+    takes a Poisson sample the mechanism draws, ``epochs`` is in expected passes (1 / q steps
+    each) and ``batch_size`` is unused (the expected batch is q times the windows).
     """
     xt, yt, tt = (torch.as_tensor(np.ascontiguousarray(a)) for a in (x, y, y_tod))
     gt = None if graph is None else torch.tensor(np.asarray(graph, dtype=np.float32))
     coin = torch.Generator().manual_seed(int(rng.integers(2**63))) if decay_steps > 0 else None
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    if private is None:
+        training = contextlib.nullcontext((model, torch.optim.Adam(model.parameters(), lr=lr)))
+        batches = _shuffled_batches(rng, len(xt), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
+    else:
+        training = private.training(model, lambda parameters: torch.optim.Adam(parameters, lr=lr), samples=len(xt))
+        steps = epochs * private.steps_per_epoch()
+        batches = (private.sample(len(xt)) for _ in range(steps if max_steps is None else min(steps, max_steps)))
     losses, steps = [], 0
-    with single_thread():
-        model.train()
-        for _ in range(epochs):
-            order = rng.permutation(len(xt))
-            for start in range(0, len(order), batch_size):
-                if max_steps is not None and steps >= max_steps:
-                    break
-                idx = torch.as_tensor(order[start : start + batch_size])
-                optimiser.zero_grad()
-                prediction = model(xt[idx], tt[idx], graph=None if gt is None else gt[idx], targets=yt[idx],
-                                   teacher_forcing=curriculum(start_step + steps, decay_steps), generator=coin)
+    with single_thread(), training as (module, optimiser):
+        module.train()
+        for batch in batches:
+            idx = torch.as_tensor(batch)
+            optimiser.zero_grad()
+            if len(idx) == 0:  # an empty Poisson sample: a noise-only step, counted by the accountant too
+                private.empty_step(module, optimiser)
+            else:
+                prediction = module(xt[idx], tt[idx], graph=None if gt is None else gt[idx], targets=yt[idx],
+                                    teacher_forcing=curriculum(start_step + steps, decay_steps), generator=coin)
                 loss = nn.functional.mse_loss(prediction, yt[idx])
                 loss.backward()
                 optimiser.step()
                 losses.append(loss.item())
-                steps += 1
+            steps += 1
     return LocalTraining(float(np.mean(losses)) if losses else math.nan, steps)
+
+
+def _shuffled_batches(rng: np.random.Generator, samples: int, *, epochs: int, batch_size: int, max_steps: int | None):
+    """Batches of a fresh permutation per epoch, at most ``max_steps`` in all."""
+    taken = 0
+    for _ in range(epochs):
+        order = rng.permutation(samples)
+        for start in range(0, len(order), batch_size):
+            if max_steps is not None and taken >= max_steps:
+                return
+            taken += 1
+            yield order[start : start + batch_size]
 
 
 def error_sums(

@@ -89,7 +89,7 @@ def train_centralised(graph, config: CentralisedNodeConfig) -> dict:
                 logits = model(graph.x, graph.edge_index)
             val, test = accuracy(logits, graph.y, graph.val_mask), accuracy(logits, graph.y, graph.test_mask)
             best = max(best, (val, test), key=lambda p: -1.0 if p[0] is None else p[0])
-            history.append({"round": epoch, "train_loss": float(loss), "val_acc": val, "test_acc": test})
+            history.append({"round": epoch, "train_loss": float(loss.detach()), "val_acc": val, "test_acc": test})
     return {"plan": f"{config.model}-centralised", "rounds": history, "test_acc": history[-1]["test_acc"], "best_val_test_acc": best[1]}
 
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!secure_fedgraph/wire/common.proto\x12\x14secure_fedgraph.wire\"U\n\x06Header\x12\x0f\n\x07session\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\x03\x12\x0c\n\x04step\x18\x03 \x01(\x03\x12\r\n\x05stage\x18\x04 \x01(\t\x12\x0e\n\x06sender\x18\x05 \x01(\x03\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\")\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\"\xc2\x01\n\x07SumSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x31\n\x07tensors\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.TensorSpec\x12\x17\n\nclip_range\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bserver_only\x18\x04 \x01(\x08\x12\x11\n\tstreaming\x18\x05 \x01(\x08\x12\x17\n\nresolution\x18\x06 \x01(\x01H\x01\x88\x01\x01\x42\r\n\x0b_clip_rangeB\r\n\x0b_resolution\"K\n\nFixedPoint\x12\x12\n\nclip_range\x18\x01 \x01(\x01\x12\x16\n\x0eprecision_bits\x18\x02 \x01(\x03\x12\x11\n\tring_bits\x18\x03 \x01(\x03\"3\n\x03\x41\x63k\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Headerb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!secure_fedgraph/wire/common.proto\x12\x14secure_fedgraph.wire\"U\n\x06Header\x12\x0f\n\x07session\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\x03\x12\x0c\n\x04step\x18\x03 \x01(\x03\x12\r\n\x05stage\x18\x04 \x01(\t\x12\x0e\n\x06sender\x18\x05 \x01(\x03\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\")\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\"\x80\x02\n\x07SumSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x31\n\x07tensors\x18\x02 \x03(\x0b\x32 .secure_fedgraph.wire.TensorSpec\x12\x17\n\nclip_range\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bserver_only\x18\x04 \x01(\x08\x12\x11\n\tstreaming\x18\x05 \x01(\x08\x12\x17\n\nresolution\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x32\n\x05noise\x18\x07 \x01(\x0b\x32\x1e.secure_fedgraph.wire.SumNoiseH\x02\x88\x01\x01\x42\r\n\x0b_clip_rangeB\r\n\x0b_resolutionB\x08\n\x06_noise\"T\n\x08SumNoise\x12\x0f\n\x07l2_clip\x18\x01 \x01(\x01\x12\x18\n\x10noise_multiplier\x18\x02 \x01(\x01\x12\x1d\n\x15\x65xpected_contributors\x18\x03 \x01(\x03\"K\n\nFixedPoint\x12\x12\n\nclip_range\x18\x01 \x01(\x01\x12\x16\n\x0eprecision_bits\x18\x02 \x01(\x03\x12\x11\n\tring_bits\x18\x03 \x01(\x03\"3\n\x03\x41\x63k\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Headerb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,9 +38,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TENSORSPEC']._serialized_start=200
   _globals['_TENSORSPEC']._serialized_end=241
   _globals['_SUMSPEC']._serialized_start=244
-  _globals['_SUMSPEC']._serialized_end=438
-  _globals['_FIXEDPOINT']._serialized_start=440
-  _globals['_FIXEDPOINT']._serialized_end=515
-  _globals['_ACK']._serialized_start=517
-  _globals['_ACK']._serialized_end=568
+  _globals['_SUMSPEC']._serialized_end=500
+  _globals['_SUMNOISE']._serialized_start=502
+  _globals['_SUMNOISE']._serialized_end=586
+  _globals['_FIXEDPOINT']._serialized_start=588
+  _globals['_FIXEDPOINT']._serialized_end=663
+  _globals['_ACK']._serialized_start=665
+  _globals['_ACK']._serialized_end=716
 # @@protoc_insertion_point(module_scope)

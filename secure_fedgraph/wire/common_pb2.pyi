@@ -39,20 +39,32 @@ class TensorSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SumSpec(_message.Message):
-    __slots__ = ("name", "tensors", "clip_range", "server_only", "streaming", "resolution")
+    __slots__ = ("name", "tensors", "clip_range", "server_only", "streaming", "resolution", "noise")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     CLIP_RANGE_FIELD_NUMBER: _ClassVar[int]
     SERVER_ONLY_FIELD_NUMBER: _ClassVar[int]
     STREAMING_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
     name: str
     tensors: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     clip_range: float
     server_only: bool
     streaming: bool
     resolution: float
-    def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., clip_range: _Optional[float] = ..., server_only: _Optional[bool] = ..., streaming: _Optional[bool] = ..., resolution: _Optional[float] = ...) -> None: ...
+    noise: SumNoise
+    def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., clip_range: _Optional[float] = ..., server_only: _Optional[bool] = ..., streaming: _Optional[bool] = ..., resolution: _Optional[float] = ..., noise: _Optional[_Union[SumNoise, _Mapping]] = ...) -> None: ...
+
+class SumNoise(_message.Message):
+    __slots__ = ("l2_clip", "noise_multiplier", "expected_contributors")
+    L2_CLIP_FIELD_NUMBER: _ClassVar[int]
+    NOISE_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    l2_clip: float
+    noise_multiplier: float
+    expected_contributors: int
+    def __init__(self, l2_clip: _Optional[float] = ..., noise_multiplier: _Optional[float] = ..., expected_contributors: _Optional[int] = ...) -> None: ...
 
 class FixedPoint(_message.Message):
     __slots__ = ("clip_range", "precision_bits", "ring_bits")

@@ -57,6 +57,24 @@ def test_grpc_run_equals_the_in_process_run(start_server, backend):
         assert over_grpc == in_process
 
 
+def test_a_dpsgd_run_over_grpc_equals_the_in_process_run_when_the_clients_opt_into_reproducible_noise(start_server):
+    """DP-SGD's samples and noise are each client's own: with --reproducible-dp-noise (derived
+    from the run seed and the client's id, the same in every process) two client processes give
+    the in-process numbers and budget bit for bit. (Without it the noise is fresh OS randomness:
+    privacy/test_dpsgd.py::test_dpsgd_noise_is_the_clients_own_and_reproducible_only_on_request.)"""
+    run = start_server(clients=4, plan_options=("rounds=2", *TINY, "dpsgd_sigma=1.1", "dpsgd_clip=0.5"))
+    clients = [run.client(ids, "--reproducible-dp-noise") for ids in ("0-1", "2-3")]
+    _, metrics = run.finish()
+    for process in clients:
+        assert process.wait(timeout=60) == 0, process.stdout.read()
+    config = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16, dpsgd_sigma=1.1, dpsgd_clip=0.5)
+    local = simulate(FedAvgGRU(config), SecureSumConfig(backend=Backend.MASK), reproducible_noise=True).metrics
+    numbers = lambda m: [v for r in m["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [m["test_rmse"], m["test_mae"]]  # noqa: E731
+    assert numbers(metrics) == numbers(local)
+    assert metrics["privacy"]["dpsgd_steps_per_client"] == local["privacy"]["dpsgd_steps_per_client"] == {str(c): 4 for c in range(4)}
+    assert metrics["privacy"]["epsilon_max"] == local["privacy"]["epsilon_max"] > 0
+
+
 def _assert_transcript_has_no_readings_or_weights(path, plan) -> None:
     """What the server process recorded receiving: no tensor holds a sensor's speed readings, and
     every input to a sum as large as the client model is masked ring elements (no weights)."""
@@ -361,3 +379,19 @@ def test_nfedgnn_over_grpc_equals_the_in_process_run(start_server, user_weights,
     assert metrics["elements_by_phase"] == local["elements_by_phase"]
     assert ("fedavg" in metrics["elements_by_phase"]) == (user_weights == "fedavg")
     assert (metrics["key_setup"] in ({}, None)) == (user_weights == "own")
+
+def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon(start_server):
+    """threat_model.md DDP-FLOOR over real processes: fedavg-vector with distributed DP of
+    multiplier 0.5; a client requiring 1 (--min-ddp-noise 1) refuses the Welcome naming the
+    option, the others run on, and the server's metrics carry the run's epsilon."""
+    run = start_server(clients=5, plan="fedavg-vector", plan_options=("length=200", "rounds=1", "ddp_noise=0.5"),
+                       extra=("--join-timeout", "20"))  # the refusing client never joins: wait less for it
+    others, careful = run.client("0-3"), run.client("4", "--min-ddp-noise", "1")
+    _, metrics = run.finish()
+    assert others.wait(timeout=60) == 0
+    careful_output = careful.communicate(timeout=60)[0]
+    assert careful.returncode != 0
+    assert "sums its model with ddp_noise=0.5, and this client requires a noise multiplier of at least 1" in careful_output
+    assert "(--min-ddp-noise)" in careful_output
+    assert metrics["clients_finished"] == 4 and metrics["privacy"]["sums"][0]["contributors"] == 4
+    assert metrics["privacy"]["epsilon_max"] > 0

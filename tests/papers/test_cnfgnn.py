@@ -11,7 +11,7 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphNet, GRUSeq2Seq
 from secure_fedgraph.papers import CNFGNN
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig, server_batches
-from secure_fedgraph.privacy import GaussianRows, epsilon_of
+from secure_fedgraph.privacy import GaussianRows, NoiseSource, rdp_epsilon
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
@@ -125,7 +125,8 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     plain = _run(Backend.PLAIN)
     noisy = _run(Backend.PLAIN, dp_sigma=sigma, dp_clip=clip)
     privacy = noisy.metrics["privacy"]
-    assert privacy["epsilon_max"] == pytest.approx(epsilon_of(sigma, 2, 1e-5).epsilon)
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(sigma, 1.0, 2)], 1e-5))
+    assert 0.8 * privacy["epsilon_max"] <= privacy["accountants"]["prv"]["epsilon_max"] <= privacy["epsilon_max"]
     assert set(privacy["releases_per_client"].values()) == {2}
     assert noisy.metrics["test_rmse"] != plain.metrics["test_rmse"]
     uploads = [tensors_of(codec.decode(d).tensors)["h"] for s, _, d in noisy.received
@@ -146,12 +147,53 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     assert not np.allclose(first_upload(noisy), first_upload(again))
 
 
+@pytest.mark.parametrize("unit, stride, releases", [("window", 1, 2), ("reading", 1, 2 * 12), ("reading", 12, 2), ("sensor", 1, None)])
+def test_the_privacy_unit_is_selectable_and_the_plan_predicts_what_the_collectives_count(unit, stride, releases):
+    """DP-UNIT: a reading sits in up to 12 windows' inputs and pays for each (disjoint windows,
+    stride 12: one); a sensor pays for every row it uploaded. The accountant's K (fed by the
+    upload collective) is what the plan planned, so --target-epsilon calibrates the real run."""
+    plan = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2, "dp_sigma": 2.0, "dp_unit": unit, "window_stride": stride}))
+    privacy = simulate(plan, SecureSumConfig(backend=Backend.PLAIN)).metrics["privacy"]
+    counted = set(privacy["releases_per_client"].values())
+    windows = {len(plan.load_client_data(0, None).y[s]) for s in ("train", "val", "test")}
+    if releases is None:  # every training and validation window twice, every test window once
+        releases = 2 * 30 + 2 * 30 + 30 if windows == {30} else None
+    assert counted == {releases} and plan.planned_releases(None) == releases
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(2.0, 1.0, releases)], 1e-5))
+    assert privacy["unit"] == plan.privacy_unit().description and unit in privacy["unit"] or unit == "window"
+
+
+def test_a_target_epsilon_calibrates_the_noise_for_the_unit():
+    plan = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2, "dp_unit": "reading"})).calibrated(3.0)
+    assert 3.0 - 0.01 <= rdp_epsilon([(plan.config.dp_sigma, 1.0, 24)], 1e-5) <= 3.0
+    with pytest.raises(ConfigError, match="calibrates dp_sigma alone: leave out dp_sigma and dpsgd_sigma"):
+        plan.calibrated(3.0)
+
+
+def test_dpsgd_in_client_update_composes_with_the_upload_noise_per_window():
+    """AT + FedAvg with both mechanisms: a window's epsilon composes its 2 uploads (sigma 1,
+    rate 1) with the client's DP-SGD steps (30 training windows, expected batch 16: q = 0.53,
+    2 steps a round). Split learning's batches are the server's, so DP-SGD refuses it."""
+    result = _run(Backend.PLAIN, dp_sigma=1.0, dpsgd_sigma=1.2, dpsgd_clip=0.5)
+    privacy = result.metrics["privacy"]
+    assert privacy["dpsgd_steps_per_client"] == {str(c): 4 for c in range(4)}
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(1.0, 1.0, 2), (1.2, 16 / 30, 4)], 1e-5))
+    assert "DP-SGD" in privacy["mechanism"] and "Gaussian on uploaded h_c rows" in privacy["mechanism"]
+    assert "12 target steps" in privacy["unit"]
+    with pytest.raises(ConfigError, match="variant 'sl' trains on the server's batches"):
+        CNFGNNConfig(**{**TINY, "variant": "sl", "dpsgd_sigma": 1.0})
+    with pytest.raises(ConfigError, match="DP-SGD is accounted per training window"):
+        CNFGNNConfig(**{**TINY, "dp_unit": "reading", "dpsgd_sigma": 1.0})
+    calibrated = CNFGNN(CNFGNNConfig(**{**TINY, "rounds": 2})).calibrated(4.0, option="dpsgd_sigma").config
+    assert calibrated.dp_sigma == 0 and 4.0 - 0.01 <= rdp_epsilon([(calibrated.dpsgd_sigma, 16 / 30, 4)], 1e-5) <= 4.0
+
+
 def test_gaussian_rows_clips_and_noises_each_row():
     rows = np.full((4000, 16), 3.0, dtype=np.float32)
     hook = GaussianRows(clip=1.0, sigma=0.0)
     out = hook({"h": rows})["h"]
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5) and hook.clipped_rows == 4000
-    noisy = GaussianRows(clip=1.0, sigma=2.0, key=b"k" * 32)({"h": rows})["h"]
+    noisy = GaussianRows(clip=1.0, sigma=2.0, noise=NoiseSource.reproducible(b"k"))({"h": rows})["h"]
     noise = (noisy - out).ravel()
     assert noise.std() == pytest.approx(2.0, rel=0.03) and abs(noise.mean()) < 0.05
     assert not np.allclose(GaussianRows(1.0, 2.0)({"h": rows})["h"], noisy)  # fresh key per release by default

@@ -193,6 +193,28 @@ def test_uniform_aggregation_is_fedavg_with_one_sum_per_round_and_no_vae():
 
 
 @needs_uea
+def test_dpsgd_trains_diig_case_by_case_and_each_participant_reports_its_own_rate():
+    """Uniform aggregation with DP-SGD: every participant takes rounds x local_steps noisy
+    steps at q = batch_size / its own cases, so participants with fewer cases spend more; the
+    calibration holds for the smallest participant. Relevance is refused:
+    it also releases functions of d_k, which DP-SGD does not cover."""
+    from secure_fedgraph.privacy import rdp_epsilon
+
+    config = FedRelConfig(clients=3, aggregation="uniform", dpsgd_sigma=1.3, dpsgd_clip=0.5, **{**TINY, "rounds": 2, "local_steps": 2})
+    result = simulate(FedRel(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=UEA_DIR)
+    privacy = result.metrics["privacy"]
+    cases = [len(c.train_y) for c in client_cases(config, UEA_DIR)]
+    assert privacy["dpsgd_steps_per_client"] == {str(k): 4 for k in range(3)}
+    assert privacy["epsilon_per_client"] == {str(k): pytest.approx(rdp_epsilon([(1.3, config.batch_size / n, 4)], 1e-5))
+                                             for k, n in enumerate(cases)}
+    assert privacy["unit"].startswith("one training case") and 0 <= result.metrics["test_acc"] <= 1
+    calibrated = FedRel(dataclasses.replace(config, dpsgd_sigma=0.0)).calibrated(3.0, data_dir=UEA_DIR).config.dpsgd_sigma
+    assert max(rdp_epsilon([(calibrated, config.batch_size / n, 4)], 1e-5) for n in cases) <= 3.0
+    with pytest.raises(ConfigError, match="dpsgd_sigma needs aggregation='uniform'"):
+        FedRelConfig(clients=3, dpsgd_sigma=1.0, **TINY)
+
+
+@needs_uea
 def test_mask_gives_the_plain_numbers_and_the_centralised_run_is_one_party(runs):
     _, by_backend = runs
     plain, mask = (by_backend[b][0].metrics for b in (Backend.PLAIN, Backend.MASK))

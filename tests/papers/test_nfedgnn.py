@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.papers.nfedgnn import NFedGNN, NFedGNNConfig, initial_user_weight
-from secure_fedgraph.privacy import epsilon_of
+from secure_fedgraph.privacy import USER_FEATURES, rdp_epsilon
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import tensors_of
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
@@ -103,8 +103,8 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     privacy = noisy.metrics["privacy"]
     releases = 2 * 2 + 1  # each round h and h_eval, then the final h_eval
     assert set(privacy["releases_per_client"].values()) == {releases}
-    assert privacy["epsilon_max"] == pytest.approx(epsilon_of(sigma / 2, releases, 1e-5).epsilon)  # replace-one: sensitivity 2 x clip
-    assert privacy["unit"].startswith("one user's feature vector")
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(sigma / 2, 1.0, releases)], 1e-5))  # replace-one: sensitivity 2 x clip
+    assert privacy["unit"] == USER_FEATURES.description
     values = np.concatenate([t["h"] for _, name, t in _uploads(noisy) if name == "h"]).astype(np.float64)
     noise, rows = (sigma * clip) ** 2, clip**2 / values.shape[-1]
     slack = 6 * np.sqrt(2 / values.size) * (noise + rows)
@@ -124,7 +124,7 @@ def test_attack_matching_a_users_first_latent_to_candidate_feature_vectors(monke
         named = sum(int(np.argmin(np.linalg.norm(candidates - h, axis=1)) == c) for c, h in first.items())
         return named > 0.9 * users
 
-    defence_stops(attack, monkeypatch, NFedGNN, "privacy_hook", lambda self: None)
+    defence_stops(attack, monkeypatch, NFedGNN, "privacy_hook", lambda self, ctx: None)
 
 
 def test_bad_options_are_refused_with_their_name():
@@ -155,3 +155,15 @@ def test_a_round_without_a_key_set_up_refuses_a_secure_sum():
     list(ctx.start_round(0, keys=False))
     with pytest.raises(ProtocolError, match="without a key set-up"):
         next(ctx.secure_sum(SumSpec("w", (TensorSpec("w", (2,)),))))
+
+
+def test_a_target_epsilon_calibrates_dp_sigma_on_the_planned_releases():
+    plan = NFedGNN(NFedGNNConfig(users=160, rounds=3, eval_every=2))
+    assert plan.planned_releases() == 3 + 2 + 1  # a latent per round, one more in rounds 0 and 2, one at the end
+    calibrated = plan.calibrated(4.0)
+    sigma = calibrated.config.dp_sigma
+    assert rdp_epsilon([(sigma / 2, 1.0, 6)], 1e-5) <= 4.0 < rdp_epsilon([(sigma / 2 * 0.97, 1.0, 6)], 1e-5)
+    with pytest.raises(ConfigError, match="calibrates dp_sigma"):
+        plan.calibrated(4.0, option="dpsgd_sigma")
+    with pytest.raises(ConfigError, match="leave it out"):
+        calibrated.calibrated(4.0)

@@ -215,12 +215,31 @@ def test_the_hosts_not_the_plans_hold_one_torch_thread():
         torch.set_num_threads(before)
 
 
-def test_uploads_through_a_dp_hook_are_counted_per_row_for_the_accountant():
-    """The upload collective keeps the release ledger; a plan only names the rows."""
-    from secure_fedgraph.privacy import ReleaseLedger
+class Released(Toy):
+    """Three DP uploads naming the rows they release, then the clients' DP-SGD reports."""
 
-    ledger = ReleaseLedger()
-    for batch in ([0, 1], [2, 3], [1, 2]):
-        ledger.record(5, "train", batch)
-    ledger.record(5, "val", [0])
-    assert ledger.per_client([5, 6]) == {5: 2, 6: 0}  # rows 1 and 2 went out twice; client 6 never
+    def server(self, ctx: ServerContext):
+        from secure_fedgraph.privacy import RowRelease
+
+        yield from ctx.start_round(0)
+        for rows in ([0, 1], [2, 3], [1, 2]):
+            yield from ctx.upload("h", SumSpec("h", (TensorSpec("h", (2, 1)),)), releases=RowRelease("train", rows, 1.0))
+        yield from ctx.collect_privacy()
+        return {"most_released": [ctx.accountant.most_released(c) for c in ctx.clients],
+                "dpsgd_steps": [[s.steps for s in ctx.accountant.steps_of(c)] for c in ctx.clients]}
+
+    def client(self, ctx: ClientContext):
+        from secure_fedgraph.privacy import Steps
+
+        for _ in range(3):
+            yield ctx.upload("h", {"h": np.zeros((2, 1))})
+        ctx.accountant.record_steps(ctx.client_id, Steps(1.5, 0.25, 4 + ctx.client_id))  # what a DP-SGD optimiser records
+        yield ctx.report_privacy()
+
+
+def test_the_collectives_feed_the_accountant_a_plan_only_names_the_rows():
+    """upload records the rows it received per client (rows 1 and 2 went out twice), never
+    for a client whose upload did not arrive; collect_privacy records each client's DP-SGD steps."""
+    result = simulate(Released(), SecureSumConfig(backend=Backend.PLAIN), drop={Stage.UPLOAD: [3]})
+    assert result.metrics["most_released"] == [2, 2, 2, 0]
+    assert result.metrics["dpsgd_steps"] == [[4], [5], [6], []]

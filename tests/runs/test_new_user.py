@@ -46,8 +46,15 @@ def keys(tmp_path_factory):
         (["run", "fedstgd", "--out", "{tmp}/o", "--data-dir", "{tmp}"], "hzmetro: missing file"),
         (["run", "cnfgnn", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
         (["run", "cnfgnn", "--out", "{tmp}/o", "--bogus"], "unrecognized arguments: --bogus"),
-        (["run", "cnfgnn", "--out", "{tmp}/o", "--rounds", "x"], "secure-fedgraph run: error: argument --rounds: invalid int value: 'x'"),
+        (["run", "cnfgnn", "--out", "{tmp}/o", "--rounds", "x"], "secure-fedgraph run: error: argument --rounds: expected an integer, got 'x'"),
         (["server", "--plan", "fedavg-gru"], "the following arguments are required: --bind, --certs (see `secure-fedgraph server --help`)"),
+        (["sweep", "fedstgd", "--sigmas", "1", "--out", "{tmp}/o"], "plan fedstgd has no privacy option to sweep"),
+        (["sweep", "cnfgnn", "--sigmas", "1,0", "--out", "{tmp}/o"], "--sigmas: value must be a finite number > 0, got 0.0"),
+        (["sweep", "cnfgnn", "--sigmas", "1", "--seeds", "0,0", "--out", "{tmp}/o"], "--seeds must be distinct"),
+        (["sweep", "fedavg-gru", "--epsilons", "4", "--out", "{tmp}/o"], "plan fedavg-gru cannot calibrate ddp_noise to a target epsilon"),
+        (["sweep", "cnfgnn", "--epsilons", "4,4", "--out", "{tmp}/o"], "--epsilons must be distinct"),
+        (["sweep", "cnfgnn", "--epsilons", "4", "--sigmas", "1", "--out", "{tmp}/o"], "not allowed with argument"),
+        (["sweep", "cnfgnn", "--sigmas", "1", "--out", "{tmp}/file/o"], "--out {tmp}/file/o: cannot write there"),
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2_before_torch_is_imported(argv, message, keys, tmp_path):

@@ -1,36 +1,25 @@
 """The Gaussian mechanism on rows: clip each row to L2 norm C, add N(0, (sigma*C)^2) noise.
 
 Used as the ``upload`` privacy hook (CNFGNN's h_c,i): it runs on the client, so the server
-only ever sees noised rows. One row is one sample (a window), so the privacy unit is a window
-of one client, not a node of the graph (see threat_model.md, DP-UNIT).
+only ever sees noised rows. One row is one sample (a window); what a run's unit (a window, a
+reading in several windows, a whole sensor) pays for its rows is privacy/analysis/units.py's
+(threat_model.md, DP-UNIT). No unit is a node of the graph.
 
-The noise comes from AES-256-CTR keyed by 32 fresh OS-random bytes per release (Box-Muller on
-53-bit uniforms), never from the run seed: the server knows the run seed, and noise it could
-regenerate would protect nothing. Tests may pass ``key`` to make a release reproducible.
+The noise comes from the client's :class:`~.noise.NoiseSource`: AES-256-CTR keyed by 32 fresh
+OS-random bytes per release, never from the run seed (the server knows the run seed, and noise
+it could regenerate would protect nothing); a reproducible source is an explicit opt-in.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from secure_fedgraph.crypto.prg import mask_vector
 from secure_fedgraph.errors import ConfigError
-
-
-def gaussian_noise(count: int, key: bytes) -> np.ndarray:
-    """``count`` standard normal float64 values from the AES-CTR stream of ``key``."""
-    pairs = (count + 1) // 2
-    bits = mask_vector(key, stream_id=0, count=2 * pairs, ring_bits=64)
-    u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53  # in (0, 1): log never sees 0
-    radius = np.sqrt(-2.0 * np.log(u[:pairs]))
-    angle = 2.0 * math.pi * u[pairs:]
-    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:count]
+from secure_fedgraph.privacy.mechanisms.noise import NoiseSource
 
 
 def clip_rows(x: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
@@ -43,11 +32,12 @@ def clip_rows(x: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
 @dataclass
 class GaussianRows:
     """Upload privacy hook: per-row clipping to ``clip`` and Gaussian noise of standard
-    deviation ``sigma * clip``. Counts its releases (for the accountant) and clipped rows."""
+    deviation ``sigma * clip``, drawn from ``noise``. Counts its releases and clipped rows (the
+    accountant counts what the server received: the upload collective records it)."""
 
     clip: float
     sigma: float
-    key: bytes | None = field(default=None, repr=False)
+    noise: NoiseSource = field(default_factory=NoiseSource, repr=False)
     releases: int = 0
     clipped_rows: int = 0
 
@@ -65,11 +55,7 @@ class GaussianRows:
                 raise ConfigError(f"DP upload {name!r}: expected rows, got a scalar")
             clipped, count = clip_rows(value, self.clip)
             self.clipped_rows += count
-            if self.key is None:
-                key = os.urandom(32)
-            else:  # reproducible (tests): a different stream per release and tensor
-                key = hashlib.sha256(self.key + f"{self.releases}/{name}".encode()).digest()
-            noise = gaussian_noise(clipped.size, key).reshape(clipped.shape) * (self.sigma * self.clip)
+            noise = self.noise.normal(clipped.size, "gaussian rows", self.releases, name).reshape(clipped.shape) * (self.sigma * self.clip)
             out[name] = (clipped + noise).astype(value.dtype, copy=False)
         self.releases += 1
         return out

@@ -1,0 +1,307 @@
+"""``secure-fedgraph sweep``: a plan's accuracy (or error) against its privacy budget.
+
+One point is one ``secure-fedgraph run`` of the plan with its noise multiplier set to one of
+the sweep's sigmas (the plan's privacy option: CNFGNN's ``dp_sigma`` on the uploaded hidden
+states, FedAvg's ``ddp_noise`` inside the secure sum), per seed; or, with target epsilons, the
+run calibrates that multiplier itself (``run --target-epsilon E --calibrate OPTION``, opacus'
+search) and the sweep reads the multiplier it chose from the run's metrics. Two references run beside
+them per seed: the same plan without noise (non-private), and the centralised baseline on
+the same data and budget (``secure-fedgraph compare``'s method). Every point is its own process
+(up to ``jobs`` at once), writes its own run folder, and the sweep reads each one's
+``metrics.json`` (test metric; ``privacy.epsilon_max`` at ``privacy.delta``) into
+``sweep.csv``, ``sweep.md`` and ``sweep.png`` (the metric against epsilon, log-scaled, one
+marker per seed, the references as horizontal lines; matplotlib).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.papers import CALIBRATES_PRIVACY_OPTION, CENTRALISED_METHOD, PRIVACY_OPTION
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What to sweep.
+
+    Attributes:
+        plan: a plan with a privacy option (papers.PRIVACY_OPTION).
+        sigmas: noise multipliers, one private point each (per seed).
+        epsilons: target epsilons instead, one private point each (per seed), the run calibrating
+            its noise multiplier (plans in papers.CALIBRATES_PRIVACY_OPTION).
+        seeds: run seeds; each gives one point per sigma and its own references.
+        jobs: points running at once (each a process).
+        out: the sweep folder (``points/`` holds every run folder).
+        run_options: command-line options every ``run`` gets (``--rounds``, ``--set``, ``--backend``, ...).
+        budget: the plan's ``rounds``, ``sensors`` and ``max_windows`` (the centralised reference's budget).
+        data_dir: data folder for every point.
+        centralised: also run the centralised reference (where the plan has one).
+    """
+
+    plan: str
+    out: Path
+    sigmas: tuple[float, ...] = ()
+    epsilons: tuple[float, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    jobs: int = 1
+    run_options: tuple[str, ...] = ()
+    budget: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+    centralised: bool = True
+
+    def __post_init__(self) -> None:
+        if self.plan not in PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {self.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+        if bool(self.sigmas) == bool(self.epsilons):
+            raise ConfigError("sweep: give --sigmas or --epsilons (one of them)")
+        for option, values in (("--sigmas", self.sigmas), ("--epsilons", self.epsilons)):
+            if any(not (math.isfinite(v) and v > 0) for v in values) or len(set(values)) != len(values):
+                raise ConfigError(f"sweep: {option} must be distinct numbers > 0, got {list(values)}")
+        if self.epsilons and self.plan not in CALIBRATES_PRIVACY_OPTION:
+            raise ConfigError(f"sweep: plan {self.plan} cannot calibrate {PRIVACY_OPTION[self.plan]} to a target epsilon; use --sigmas "
+                              f"(plans that can: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"sweep: --seeds must be distinct, got {list(self.seeds)}")
+        if self.jobs < 1:
+            raise ConfigError(f"sweep: --jobs must be >= 1, got {self.jobs}")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the sweep: its kind (private, non-private, centralised), sigma or target
+    epsilon (a private point has one of them), seed, folder, command."""
+
+    kind: str
+    sigma: float | None
+    seed: int
+    folder: Path
+    command: tuple[str, ...]
+    target: float | None = None
+
+    @property
+    def label(self) -> str:
+        setting = f" sigma={self.sigma:g}" if self.sigma is not None else f" target epsilon={self.target:g}" if self.target is not None else ""
+        return f"{self.kind}{setting} seed={self.seed}"
+
+
+def _cli(*args: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "secure_fedgraph.cli", *args)
+
+
+def points(options: SweepOptions) -> list[Point]:
+    """Every run of the sweep, the references first (their lines frame the plot)."""
+    knob = PRIVACY_OPTION[options.plan]
+    data = ("--data-dir", options.data_dir) if options.data_dir else ()
+    out = []
+    for seed in options.seeds:
+        folder = options.out / "points" / f"non-private-seed{seed}"
+        out.append(Point("non-private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                              "--set", f"seed={seed}", "--set", f"{knob}=0")))
+        method = CENTRALISED_METHOD.get(options.plan)
+        if options.centralised and method is not None:
+            folder = options.out / "points" / f"centralised-seed{seed}"
+            budget = [f"--epochs={options.budget['rounds']}", f"--seed={seed}", "--device=cpu"]
+            budget += [f"--{k.replace('_', '-')}={options.budget[k]}" for k in ("sensors", "max_windows") if options.budget.get(k) is not None]
+            out.append(Point("centralised", None, seed, folder, _cli("compare", "--methods", method, "--out", str(folder), *budget, *data)))
+        for sigma in options.sigmas:
+            folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"
+            out.append(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                                  "--set", f"seed={seed}", "--set", f"{knob}={sigma!r}")))
+        for epsilon in options.epsilons:
+            folder = options.out / "points" / f"epsilon-{epsilon:g}-seed{seed}"
+            out.append(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
+                                                                 "--set", f"seed={seed}", "--target-epsilon", repr(epsilon),
+                                                                 "--calibrate", knob), target=epsilon))
+    return out
+
+
+def _bar(done: int, total: int, width: int = 24) -> str:
+    filled = round(width * done / total)
+    return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total}"
+
+
+def read_point(point: Point) -> dict[str, Any]:
+    """One CSV row from a finished point's metrics (``metrics.json``, or ``comparison.json`` for the centralised reference)."""
+    import json
+
+    if point.kind == "centralised":
+        row = json.loads((point.folder / "comparison.json").read_text())["rows"][0]
+        metrics = {**row["details"], "test_rmse": row["test_rmse"], "seconds": row["seconds"]}
+    else:
+        metrics = json.loads((point.folder / "metrics.json").read_text())
+    metric = "test_rmse" if "test_rmse" in metrics else "test_acc"
+    privacy = metrics.get("privacy") or {}
+    sigma = point.sigma
+    if point.target is not None:  # the multiplier the run's calibration chose
+        sigma = float(metrics["config"]["config"][PRIVACY_OPTION[metrics["plan"]]])
+    return {
+        "kind": point.kind,
+        "target_epsilon": "" if point.target is None else point.target,
+        "sigma": "" if sigma is None else sigma,
+        "seed": point.seed,
+        "metric": metric,
+        "value": metrics[metric],
+        "epsilon": privacy.get("epsilon_max", math.inf if point.kind == "private" else ""),
+        "epsilon_prv": _prv(privacy),
+        "delta": privacy.get("delta", ""),
+        "accountant": privacy.get("accountant", "opacus RDP" if privacy else ""),
+        "seconds": round(float(metrics.get("seconds", 0.0)), 1),
+        "run": str(point.folder),
+    }
+
+
+def _prv(privacy: dict[str, Any]) -> float | str:
+    """PRV's epsilon where the run reports it beside RDP's (privacy.accountants.prv), else empty."""
+    value = ((privacy.get("accountants") or {}).get("prv") or {}).get("epsilon_max")
+    return "" if value is None else value
+
+
+def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run every point (``jobs`` at once, each in its own process with its output in its folder's
+    ``output.txt``), reporting progress with a bar; returns (rows of the finished ones, failures)."""
+    lock, rows, failures, done = threading.Lock(), {}, [], [0]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))}
+
+    def one(index: int) -> None:
+        point = todo[index]
+        point.folder.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        with open(point.folder / "output.txt", "w") as log:
+            code = subprocess.run(point.command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        seconds = time.perf_counter() - started
+        row, line = None, ""
+        if code == 0:
+            try:
+                row = read_point(point)
+                eps = f", epsilon {row['epsilon']:.3g}" if isinstance(row["epsilon"], float) else ""
+                line = f"{row['metric'].replace('_', ' ')} {row['value']:.4g}{eps}"
+            except (OSError, KeyError, ValueError, IndexError) as exc:
+                code, line = 1, f"unreadable metrics ({exc})"
+        with lock:
+            done[0] += 1
+            if row is not None:
+                rows[index] = row
+            else:
+                failures.append(f"{point.label}: exit {code} {line}; see {point.folder / 'output.txt'}")
+                line = f"FAILED (exit {code}; {point.folder / 'output.txt'})"
+            say(f"sweep: {_bar(done[0], len(todo))} {point.label}: {line} ({seconds:.0f} s)")
+
+    say(f"sweep: {_bar(0, len(todo))} {len(todo)} runs, {jobs} at a time")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, range(len(todo))))
+    return [rows[i] for i in sorted(rows)], failures
+
+
+COLUMNS = ("kind", "target_epsilon", "sigma", "seed", "metric", "value", "epsilon", "epsilon_prv", "delta", "accountant", "seconds", "run")
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _mean_sd(values: Sequence[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def _settings(rows: Sequence[dict[str, Any]], options: SweepOptions) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The private rows per sweep setting, most private first: (label, rows) per sigma, or per target epsilon."""
+    private = [r for r in rows if r["kind"] == "private"]
+    if options.epsilons:
+        groups = [(f"ε ≤ {e:g}", [r for r in private if r["target_epsilon"] == e]) for e in sorted(options.epsilons)]
+    else:
+        groups = [(f"σ={s:g}", [r for r in private if r["sigma"] == s]) for s in sorted(options.sigmas, reverse=True)]
+    return [(label, mine) for label, mine in groups if mine]
+
+
+def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
+    """The sweep as a table: per sigma (or target epsilon) the epsilon and the metric over seeds; the references below."""
+    metric = rows[0]["metric"] if rows else "test_rmse"
+    name = {"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric)
+    delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
+    knob = PRIVACY_OPTION[options.plan]
+    target = "| target epsilon " if options.epsilons else ""
+    lines = [f"{target}| noise multiplier ({knob}{', calibrated' if options.epsilons else ''}) | epsilon, RDP (delta {delta}) "
+             f"| epsilon, PRV | {name} | seeds |", "|---" * (6 if options.epsilons else 5) + "|"]
+    for _, mine in _settings(rows, options):
+        prv = [float(r["epsilon_prv"]) for r in mine if r["epsilon_prv"] != ""]
+        setting = f"| {mine[0]['target_epsilon']:g} | {_mean_sd([float(r['sigma']) for r in mine])} " if options.epsilons else f"| {mine[0]['sigma']:g} "
+        lines.append(f"{setting}| {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd(prv) if len(prv) == len(mine) else '—'} "
+                     f"| {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+    for kind, label in (("non-private", "no noise (non-private)"), ("centralised", f"centralised ({CENTRALISED_METHOD.get(options.plan)})")):
+        mine = [r for r in rows if r["kind"] == kind]
+        if mine:
+            lines.append(f"{'| ∞ ' if options.epsilons else ''}| {label} | ∞ | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
+    better = "lower is better" if metric == "test_rmse" else "higher is better"
+    lines.append(f"\n{options.plan}, {name} ({better}); epsilon per client (the largest over clients; RDP is the run's guarantee, "
+                 "PRV where the run reports it), mean ± sd over seeds; "
+                 f"options {' '.join(options.run_options) or '(defaults)'}.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> None:
+    """``path``: the metric against epsilon (log x), one marker per seed, the means joined, the
+    non-private and centralised means as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    private = [r for r in rows if r["kind"] == "private" and math.isfinite(float(r["epsilon"]))]
+    metric = rows[0]["metric"] if rows else "test_rmse"
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for i, seed in enumerate(options.seeds):
+        mine = [r for r in private if r["seed"] == seed]
+        ax.scatter([float(r["epsilon"]) for r in mine], [r["value"] for r in mine], marker=MARKERS[i % len(MARKERS)], color="C0",
+                   alpha=0.8, label=f"seed {seed}")
+    finite = {id(r) for r in private}
+    means = sorted((statistics.mean(float(r["epsilon"]) for r in mine), statistics.mean(r["value"] for r in mine), label)
+                   for label, all_mine in _settings(rows, options) if (mine := [r for r in all_mine if id(r) in finite]))
+    if means:
+        ax.plot([m[0] for m in means], [m[1] for m in means], color="C0", linewidth=1)
+        for eps, value, label in means:
+            ax.annotate(label, (eps, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for kind, color, label in (("non-private", "C2", "non-private (no noise)"), ("centralised", "C3", "centralised")):
+        mine = [r["value"] for r in rows if r["kind"] == kind]
+        if mine:
+            ax.axhline(statistics.mean(mine), color=color, linestyle="--", linewidth=1, label=label)
+    ax.set_xscale("log")
+    delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
+    ax.set_xlabel(f"epsilon per client (delta {delta})")
+    ax.set_ylabel({"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric))
+    ax.set_title(f"{options.plan}: {PRIVACY_OPTION[options.plan]} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def sweep(options: SweepOptions, say: Callable[[str], None] = print) -> tuple[Path, list[str]]:
+    """Run the sweep and write ``sweep.csv``, ``sweep.md`` and ``sweep.png`` into ``options.out``;
+    returns the folder and the failed points (their rows are missing from the three files)."""
+    options.out.mkdir(parents=True, exist_ok=True)
+    rows, failures = run_points(points(options), jobs=options.jobs, say=say)
+    write_csv(rows, options.out / "sweep.csv")
+    (options.out / "sweep.md").write_text(markdown(rows, options))
+    plot(rows, options, options.out / "sweep.png")
+    return options.out, failures

@@ -1,0 +1,57 @@
+"""``secure-fedgraph sweep`` on a tiny budget: every point is a real `run` (or `compare`)
+process, and the three files hold what the points' metrics say."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+from secure_fedgraph.cli import main
+from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
+
+TINY = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "max_local_steps=1",
+        "--set", "batch_size=8")
+
+
+def test_a_sweep_writes_its_csv_table_and_plot_from_the_runs_metrics(tmp_path):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "fedavg-gru", "--sigmas", "0.5,4", "--jobs", "4", "--out", str(out), *TINY]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert [(r["kind"], r["sigma"]) for r in rows] == [("non-private", ""), ("centralised", ""), ("private", "0.5"), ("private", "4.0")]
+    for row in rows:  # each row is its run's own metrics
+        if row["kind"] == "centralised":
+            assert float(row["value"]) == json.loads((out / "points" / "centralised-seed0" / "comparison.json").read_text())["rows"][0]["test_rmse"]
+            continue
+        metrics = json.loads((out / "points" / row["run"].rsplit("/", 1)[1] / "metrics.json").read_text())
+        assert float(row["value"]) == metrics["test_rmse"]
+        if row["kind"] == "private":
+            assert float(row["epsilon"]) == metrics["privacy"]["epsilon_max"] and metrics["config"]["config"]["ddp_noise"] == float(row["sigma"])
+            assert float(row["epsilon_prv"]) == metrics["privacy"]["accountants"]["prv"]["epsilon_max"]  # both accountants
+        else:
+            assert "privacy" not in metrics and metrics["config"]["config"]["ddp_noise"] == 0
+    # the epsilon is the Skellam bound of one FedAvg sum over the 3 clients (ceil(3 x 0.9) = 3 expected)
+    size = json.loads((out / "points" / "sigma-4-seed0" / "metrics.json").read_text())["elements_by_phase"]["fedavg"]["up"] // 3
+    l1, l2 = sensitivities(l2_clip=1.0, precision_bits=20, dimension=size)
+    assert math.isclose(float(rows[3]["epsilon"]), skellam_epsilon([SkellamRelease(l1, l2, (4 * 2**20) ** 2)], 1e-5))
+    assert float(rows[2]["epsilon"]) > float(rows[3]["epsilon"])  # less noise, more epsilon
+    table = (out / "sweep.md").read_text()
+    assert "| 4 | " in table and "| 0.5 | " in table and "no noise (non-private)" in table and "centralised (gru-centralised)" in table
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_epsilon_sweep_calibrates_each_point_and_reports_the_multiplier_it_chose(tmp_path):
+    """`sweep cnfgnn --epsilons E`: the run calibrates dp_sigma (run --target-epsilon) and the
+    sweep's row carries that multiplier and an epsilon at most the target, close below it."""
+    out = tmp_path / "sweep"
+    tiny = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "gn_hidden=8",
+            "--set", "gn_update=4", "--set", "max_local_steps=1", "--set", "batch_size=8")
+    assert main(["sweep", "cnfgnn", "--epsilons", "3", "--no-centralised", "--jobs", "2", "--out", str(out), *tiny]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert [(r["kind"], r["target_epsilon"]) for r in rows] == [("non-private", ""), ("private", "3.0")]
+    metrics = json.loads((out / "points" / "epsilon-3-seed0" / "metrics.json").read_text())
+    chosen = metrics["config"]["config"]["dp_sigma"]
+    assert chosen > 0 and float(rows[1]["sigma"]) == chosen  # the multiplier the run's calibration chose
+    assert 2.9 <= float(rows[1]["epsilon"]) <= 3.0 and float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"]
+    table = (out / "sweep.md").read_text()
+    assert "| target epsilon | noise multiplier (dp_sigma, calibrated) |" in table and f"| 3 | {chosen:.3f} | " in table
