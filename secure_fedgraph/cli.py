@@ -645,18 +645,18 @@ def build_parser() -> argparse.ArgumentParser:
     client.set_defaults(handler=_client)
 
     sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
-                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; fedavg-gru: "
-                                "distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
+                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; nfedgnn: on the "
+                                "uploaded latents h_i; fedavg-gru: distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
                                 "calibrating its multiplier) and seed, each in its own process "
                                 "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
-                                "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
+                                "budget (cnfgnn, fedavg-gru), and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
                                 "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
-    sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
+    sweep.add_argument("plan", help="plan name: cnfgnn, nfedgnn or fedavg-gru")
     points = sweep.add_mutually_exclusive_group(required=True)
     points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
     points.add_argument("--epsilons", metavar="E1,E2,...",
                         help="target epsilons instead, one private run each (per seed) calibrating its noise multiplier with "
-                             "run --target-epsilon (cnfgnn only: fedavg-gru's distributed DP epsilon depends on the survivors)")
+                             "run --target-epsilon (cnfgnn and nfedgnn: fedavg-gru's distributed DP epsilon depends on the survivors)")
     sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
                        help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
     sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")
