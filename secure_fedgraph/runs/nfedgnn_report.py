@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from secure_fedgraph.runs.fedrel_report import _mean_sd  # mean ± sd over seeds, as FedRel's table writes it
 
 RUN = re.compile(r"^(?P<model>gcn|gat)-(?P<method>centralised|nfedgnn-lap|nfedgnn|cnfgnn)-s(?P<seed>\d+)$")
 METHODS = {"centralised": "centralised (PyG, all features in one place)", "nfedgnn-lap": "nFedGNN, with the Laplacian term",
@@ -33,10 +34,8 @@ def collect(root: Path) -> dict[tuple[str, str, str], list[dict]]:
     return {key: [m for _, m in sorted(seeds, key=lambda s: s[0])] for key, seeds in runs.items()}
 
 
-def _mean_sd(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{100 * values[0]:.1f}"
-    return f"{100 * statistics.mean(values):.1f} ± {100 * statistics.stdev(values):.1f}"
+def _percent(values: list[float]) -> str:
+    return _mean_sd([100 * v for v in values], 1)
 
 
 def table(runs: dict[tuple[str, str, str], list[dict]]) -> str:
@@ -47,8 +46,8 @@ def table(runs: dict[tuple[str, str, str], list[dict]]) -> str:
         lam = seeds[0].get("laplacian", "")
         mib = f"{seeds[0]['paper_table1_mib']:.2f}" if "paper_table1_mib" in seeds[0] else ""
         paper = PAPER_TABLE1.get((dataset, model), "") if method.startswith("nfedgnn") else ("not in the text" if method == "cnfgnn" else "")
-        lines.append(f"| {dataset} | {model.upper()} | {METHODS[method]} | {lam if lam != 0 else '0'} | {_mean_sd([m['test_acc'] for m in seeds])} "
-                     f"| {_mean_sd([m['best_val_test_acc'] for m in seeds])} | {len(seeds)} | {mib} | {paper} |")
+        lines.append(f"| {dataset} | {model.upper()} | {METHODS[method]} | {lam if lam != 0 else '0'} | {_percent([m['test_acc'] for m in seeds])} "
+                     f"| {_percent([m['best_val_test_acc'] for m in seeds])} | {len(seeds)} | {mib} | {paper} |")
     return "\n".join(lines) + "\n"
 
 
