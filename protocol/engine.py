@@ -129,6 +129,7 @@ class ServerContext(Resumable):
         self.accountant = PrivacyAccountant()  # what went out through DP mechanisms, per client (fed by upload and collect_privacy)
         self.noised = NoiseLedger()  # secure sums released with distributed DP noise (SumSpec.noise)
         self._report = report
+        self._keyless_round: int | None = None  # the round start_round(keys=False) began, if the current one
 
     @property
     def round(self) -> int:
@@ -186,8 +187,16 @@ class ServerContext(Resumable):
         self.live &= set(self.role.live)
         self.live -= set(self.role.excluded)
 
-    def start_round(self, round_index: int) -> StepGen[None]:
-        """Begin a round: the secure-sum backend's key set-up among the live clients."""
+    def start_round(self, round_index: int, *, keys: bool = True) -> StepGen[None]:
+        """Begin a round: the secure-sum backend's key set-up among the live clients. A round
+        with no secure sum in it (nFedGNN's per-user weights: uploads and scatters only) passes
+        ``keys=False`` and skips the set-up, whose cost grows with the clients (thousands of
+        users); a secure sum in such a round is refused."""
+        if not keys:
+            if round_index <= self.seq.round:
+                raise ProtocolError(f"round {round_index} does not follow round {self.seq.round}")
+            self.seq.round, self._keyless_round = round_index, round_index
+            return
         yield from self.role.setup(round_index, participants=sorted(self.live))
         self._follow_role("the key set-up")
 
@@ -232,6 +241,8 @@ class ServerContext(Resumable):
         """One secure sum. Raises :class:`SumAbandoned` when the backend gave it up (a dropout
         in a streaming sum, a secret that could not be recovered): the plan decides whether to
         skip the step; every client's plan is told the same when its next request arrives."""
+        if self._keyless_round == self.round:
+            raise ProtocolError(f"secure sum {spec.name!r} in round {self.round}, which started without a key set-up (start_round(keys=False))")
         try:
             result = yield from collectives.secure_sum(self.role, spec)
         except SumAbandoned:

@@ -362,6 +362,11 @@ def _client_transcripts(given: list[str]) -> list[Path]:
 
 
 def _test_summary(metrics: dict) -> str:
+    if "best_val_test_acc" in metrics:  # node classification (nfedgnn)
+        if metrics["test_acc"] is None:
+            return f"training loss {metrics['rounds'][-1]['train_loss']:.4f} in the last round (no test node among the run's users)"
+        return (f"test accuracy {metrics['test_acc']:.3f} ({metrics['best_val_test_acc']:.3f} at the best validation round, "
+                f"{metrics['best_val_round']})")
     if "test_acc" in metrics:  # classification (fedrel)
         return f"test accuracy {metrics['test_acc']:.3f}, macro-F1 {metrics['test_f1']:.3f} (best {metrics['best_f1']:.3f} at round {metrics['best_f1_round']})"
     mape = f", MAPE {metrics['test_mape']:.2f}%" if "test_mape" in metrics else ""
@@ -565,8 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder for metrics.json")
     run.add_argument("--rounds", type=_count(), default=None, help="global rounds (the plan's default otherwise)")
     run.add_argument("--clients", type=_count(), default=None, help="number of clients (sets the plan's client count)")
-    run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn; 0: no DP)")
-    run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn)")
+    run.add_argument("--dp-sigma", type=_positive_number(zero_ok=True), default=None, help="DP noise multiplier on split-learning uploads (cnfgnn, nfedgnn; 0: no DP)")
+    run.add_argument("--dp-clip", type=_positive_number(), default=None, help="DP per-row L2 clipping bound (cnfgnn; nfedgnn: of each user's whole h_i)")
     run.add_argument("--dpsgd-sigma", type=_positive_number(zero_ok=True), default=None,
                      help="DP-SGD noise multiplier for the clients' local training (0: no DP-SGD; the plan option dpsgd_sigma)")
     run.add_argument("--dpsgd-clip", type=_positive_number(), default=None, help="DP-SGD per-sample L2 clipping bound (the plan option dpsgd_clip)")
@@ -574,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS (opacus' search; "
                           "an unreachable target is refused)")
     run.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
-                     help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
+                     help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn and nfedgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     run.add_argument("--transcript", action="store_true",
@@ -636,7 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--target-epsilon", type=_positive_number(), default=None, metavar="EPS",
                         help="calibrate the plan's DP noise multiplier so that the epsilon it reports is at most EPS")
     server.add_argument("--calibrate", choices=["dp_sigma", "dpsgd_sigma"], default=None,
-                        help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn, dpsgd_sigma otherwise)")
+                        help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn and nfedgnn, dpsgd_sigma otherwise)")
     server.add_argument("--certs", required=True, help="folder made by `keys init`")
     server.add_argument("--out", default=None, help="run folder: metrics.json, checkpoint.json and, with --transcript, transcript.bin "
                         "(required unless --resume)")
@@ -672,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-survivors-fraction", type=float, default=0.5,
                         help="refuse sums over this fraction of the run's clients or fewer (default 0.5: a majority)")
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
-                        help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn; default 1; "
+                        help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
     policy.add_argument("--reproducible-dp-noise", action="store_true",
                         help="draw DP noise from the run seed instead of fresh OS randomness, so a DP run can be compared with an "
@@ -698,18 +703,18 @@ def build_parser() -> argparse.ArgumentParser:
     client.set_defaults(handler=_client)
 
     sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
-                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; fedavg-gru: "
-                                "distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
+                                description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; nfedgnn: on the "
+                                "uploaded latents h_i; fedavg-gru: distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
                                 "calibrating its multiplier) and seed, each in its own process "
                                 "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
-                                "budget, and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
+                                "budget (cnfgnn, fedavg-gru), and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
                                 "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
-    sweep.add_argument("plan", help="plan name: cnfgnn or fedavg-gru")
+    sweep.add_argument("plan", help="plan name: cnfgnn, nfedgnn or fedavg-gru")
     points = sweep.add_mutually_exclusive_group(required=True)
     points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
     points.add_argument("--epsilons", metavar="E1,E2,...",
                         help="target epsilons instead, one private run each (per seed) calibrating its noise multiplier with "
-                             "run --target-epsilon (cnfgnn only: fedavg-gru's distributed DP epsilon depends on the survivors)")
+                             "run --target-epsilon (cnfgnn and nfedgnn: fedavg-gru's distributed DP epsilon depends on the survivors)")
     sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
                        help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
     sweep.add_argument("--jobs", type=_count(), default=1, help="runs at the same time, each its own process (default 1)")

@@ -16,6 +16,7 @@ private copy of the bytes that were checked.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import io
 import os
@@ -151,3 +152,10 @@ class CitationGraph:
                 (Path(private) / Path(relative).name).write_bytes(blob)  # PyG reads exactly the bytes checked
             data = read_planetoid_data(private, name)
         return cls(name, data.x.contiguous(), data.edge_index, data.y, data.train_mask, data.val_mask, data.test_mask)
+
+
+@functools.lru_cache(maxsize=4)
+def load_cached(name: str, data_dir: str | None) -> CitationGraph:
+    """:meth:`CitationGraph.load`, once per dataset, data directory and process: a process that
+    hosts many nFedGNN users reads the files once and hands each user its own row."""
+    return CitationGraph.load(name, data_dir)

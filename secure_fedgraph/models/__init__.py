@@ -9,7 +9,7 @@ from importlib import import_module
 from typing import Any
 
 _MODULES = {"GRUSeq2Seq": "gru_seq2seq", "GraphGRU": "graph_gru", "GraphNet": "graph_net", "PooledGRU": "pooled_gru",
-            "sensor_graph": "graph_net"}
+            "sensor_graph": "graph_net", "GCN": "gcn", "GAT": "gat"}
 __all__ = sorted(_MODULES)
 
 

@@ -16,7 +16,7 @@ from secure_fedgraph.errors import ConfigError
 if TYPE_CHECKING:
     from secure_fedgraph.papers.base import Plan
 
-# plan name -> (module, class, the dataset its clients read: None, "metr-la" or "hzmetro")
+# plan name -> (module, class, the dataset its clients read: None, "metr-la", "hzmetro" or "planetoid")
 REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "fedavg-gru": ("secure_fedgraph.papers.fedavg", "FedAvgGRU", "metr-la"),
     "local-gru": ("secure_fedgraph.papers.fedavg", "LocalGRU", "metr-la"),
@@ -24,6 +24,7 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "cnfgnn": ("secure_fedgraph.papers.cnfgnn", "CNFGNN", "metr-la"),
     "fedstgd": ("secure_fedgraph.papers.fedstgd", "FedSTGD", "hzmetro"),
     "fedrel": ("secure_fedgraph.papers.fedrel", "FedRel", None),  # reads a UEA archive (data/uea.py), checked when a client loads it
+    "nfedgnn": ("secure_fedgraph.papers.nfedgnn", "NFedGNN", "planetoid"),  # preflight checks Cora's files; another dataset's when loaded
 }
 PLAN_NAMES = tuple(sorted(REGISTRY))
 # plans whose server and clients save their state at every round boundary (ctx.checkpoint), so
@@ -33,15 +34,17 @@ WHY_NOT_RESUMABLE = {
     "cnfgnn": "its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and the DP "
               "accountant's history of releases are not saved at round boundaries, and a redone round would upload every window's "
               "hidden states again with fresh noise (a second DP release)",
+    "nfedgnn": "each user's W_i and Adam state and the server's model and Adam state are not saved at round boundaries, and a "
+               "redone round would upload every h_i again with fresh noise (a second DP release)",
     "fedstgd": "each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are not saved "
                "at round boundaries",
 }
 # plans whose privacy budget `secure-fedgraph sweep` can vary: the option holding the noise multiplier
 # (cnfgnn: DP on the uploaded hidden states; fedavg-gru: distributed DP inside the FedAvg sum)
-PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise"}
+PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise", "nfedgnn": "dp_sigma"}
 # plans that calibrate that option to a target epsilon before a run (`sweep --epsilons`, `run --target-epsilon`):
 # fedavg-gru's ddp_noise is not one, its epsilon depends on how many clients survive each sum
-CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn"})
+CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn", "nfedgnn"})
 # plans whose uploads the audit attacks (secure_fedgraph/audit/attacks/: what `sweep --attacks` draws per epsilon);
 # tests/audit/test_leakage_attacks.py checks it against the attacks' own plans
 ATTACKED_PLANS = frozenset({"cnfgnn"})
@@ -89,5 +92,5 @@ def __getattr__(attribute: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
-__all__ = ["PLANS", "PLAN_NAMES", "REGISTRY", "RESUMABLE", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU",
+__all__ = ["PLANS", "PLAN_NAMES", "REGISTRY", "RESUMABLE", "Plan", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedSTGD", "LocalGRU", "NFedGNN",
            "check_plan_name", "check_resumable", "plan_class", "plan_dataset"]

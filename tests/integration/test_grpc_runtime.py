@@ -22,7 +22,7 @@ from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.runs.simulate import simulate
-from tests.helpers import HZMETRO_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_uea
+from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
 
 TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")
 
@@ -362,6 +362,29 @@ def test_a_client_keeps_its_own_dp_minimum_whatever_the_server_announces(start_s
     assert "uploads activations with dp_sigma=0, below 1" in careful_output and "(--min-dp-sigma)" in careful_output
     assert metrics["clients_finished"] == 4 and set(metrics["dropped"]) == {"4"}
 
+
+@needs_planetoid
+@pytest.mark.parametrize("user_weights,backend", [("own", "mask"), ("fedavg", "mask")])
+def test_nfedgnn_over_grpc_equals_the_in_process_run(start_server, user_weights, backend):
+    """nFedGNN's users (one per node) hosted by two client processes: their latents up, their
+    gradients down, and (FedAvg'ed variant) the secure average of their W_i give the in-process
+    numbers bit for bit; the per-user variant runs no key set-up at all."""
+    from secure_fedgraph.papers import NFedGNN
+    from secure_fedgraph.papers.nfedgnn import NFedGNNConfig
+
+    options = dict(rounds=2, laplacian=0.01, user_weights=user_weights)
+    data = ("--data-dir", str(PLANETOID_DIR))
+    run = start_server(clients=12, plan="nfedgnn", backend=backend, plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=data)
+    clients = [run.client(ids, "--min-dp-sigma", "0", *data) for ids in ("0-5", "6-11")]  # no DP: an explicit opt-in on every client
+    _, metrics = run.finish()
+    for process in clients:
+        assert process.wait(timeout=60) == 0, process.stdout.read()
+    local = simulate(NFedGNN(NFedGNNConfig(users=12, **options)), SecureSumConfig(backend=Backend(backend)), data_dir=PLANETOID_DIR).metrics
+    numbers = lambda m: [(r["train_loss"], r["val_acc"]) for r in m["rounds"]] + [m["val_acc"]]  # noqa: E731
+    assert numbers(metrics) == numbers(local)
+    assert metrics["elements_by_phase"] == local["elements_by_phase"]
+    assert ("fedavg" in metrics["elements_by_phase"]) == (user_weights == "fedavg")
+    assert (metrics["key_setup"] in ({}, None)) == (user_weights == "own")
 
 def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon(start_server):
     """threat_model.md DDP-FLOOR over real processes: fedavg-vector with distributed DP of

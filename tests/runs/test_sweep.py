@@ -8,7 +8,9 @@ import json
 import math
 
 from secure_fedgraph.cli import main
+from secure_fedgraph.privacy import USER_FEATURES
 from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
+from tests.helpers import PLANETOID_DIR, needs_planetoid
 
 TINY = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "max_local_steps=1",
         "--set", "batch_size=8")
@@ -76,3 +78,19 @@ def test_a_sweep_with_attacks_audits_every_run_and_draws_the_attacks_against_eps
     plain_attacks = [a for c in json.loads((plain / "audit" / "audit.json").read_text())["claims"] for a in c["attacks"]]
     assert plain_attacks and all(math.isinf(float(a["details"].get("epsilon", "inf"))) for a in plain_attacks)  # no DP: drawn at "no DP"
     assert (out / "leakage-against-epsilon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@needs_planetoid
+def test_an_nfedgnn_sweep_reads_test_accuracy_and_the_users_epsilon(tmp_path):
+    """`sweep nfedgnn --sigmas S`: the latents' noise (papers.PRIVACY_OPTION), test accuracy as the
+    metric, epsilon per user's feature vector; no centralised reference is drawn for it."""
+    out = tmp_path / "sweep"
+    assert main(["sweep", "nfedgnn", "--sigmas", "2", "--rounds", "1", "--set", "eval_every=2", "--set", "dp_clip=0.05", "--jobs", "2",
+                 "--data-dir", str(PLANETOID_DIR), "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert [(r["kind"], r["metric"]) for r in rows] == [("non-private", "test_acc"), ("private", "test_acc")]
+    metrics = json.loads((out / "points" / "sigma-2-seed0" / "metrics.json").read_text())
+    assert float(rows[1]["value"]) == metrics["test_acc"] and metrics["config"]["config"]["dp_sigma"] == 2
+    assert metrics["privacy"]["unit"] == USER_FEATURES.description
+    assert set(metrics["privacy"]["releases_per_client"].values()) == {3}  # round 0's h and h_eval, the final h_eval
+    assert float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"] > 0
