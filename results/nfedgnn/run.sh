@@ -6,8 +6,11 @@
 # default "gcn gat"): centralised PyG, nFedGNN without and with the Laplacian term, and the
 # CNFGNN-adapted baseline (users FedAvg their W_i; GCN only: GAT's F x 128 weights per user
 # make 2,708 users' Adam states 12 GB), 3 seeds each, 200 rounds, in-process.
-# ONLY=REGEX runs just the commands that match; finished runs are skipped.
+# ONLY=REGEX runs just the commands that match, SKIP=REGEX leaves out those that match; finished
+# runs are skipped. Each run uses one OpenMP thread (OMP_NUM_THREADS, unless set): several runs
+# at once with torch's default threads each spin for cores they share.
 set -euo pipefail
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 cd "$(dirname "$0")/../.."
 parallel="${1:-1}"
 shift || true
@@ -34,7 +37,7 @@ commands() {
     done
   done
 }
-commands | grep -E "${ONLY:-.}" | while read -r line; do
+commands | grep -E "${ONLY:-.}" | grep -vE "${SKIP:-^$}" | while read -r line; do
   out=${line##* --out }
   [ -f "$out/metrics.json" ] || echo "$line"   # skip runs already done
 done | xargs -P "$parallel" -I{} sh -c 'echo "$ {}"; {} > /dev/null'

@@ -19,7 +19,7 @@ from secure_fedgraph.runs.fedrel_report import _mean_sd  # mean ± sd over seeds
 
 RUN = re.compile(r"^(?P<model>gcn|gat)-(?P<method>centralised|nfedgnn-lap|nfedgnn|cnfgnn)-s(?P<seed>\d+)$")
 METHODS = {"centralised": "centralised (PyG, all features in one place)", "nfedgnn-lap": "nFedGNN, with the Laplacian term",
-           "nfedgnn": "nFedGNN, without it", "cnfgnn": "CNFGNN-adapted (users FedAvg W_i)"}
+           "nfedgnn": "nFedGNN, without the Laplacian term", "cnfgnn": "CNFGNN-adapted (users FedAvg W_i)"}
 # Table 1 of the paper: MB (MiB, float32) over 200 rounds; its CNFGNN column did not survive the text
 PAPER_TABLE1 = {("Cora", "gcn"): 34.06, ("Cora", "gat"): 264.45, ("CiteSeer", "gcn"): 40.61, ("CiteSeer", "gat"): 324.90}
 
