@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv
 
-from secure_fedgraph.models.gcn import UserSide
+from secure_fedgraph.models.gcn import TwoLayerGNN, UserSide
 
 
-class GAT(nn.Module):
+class GAT(TwoLayerGNN):
     """GATConv(heads x hidden, dropout on attention) - ELU - GATConv(1 head) with input and
     hidden dropout (nFedGNN's settings: 8 heads of 16, dropout 0.6).
 
@@ -39,6 +39,8 @@ class GAT(nn.Module):
         split: the server half of the split model (``conv1`` without its linear map).
     """
 
+    activation = F.elu
+
     def __init__(self, in_channels: int, hidden: int, classes: int, *, heads: int = 8, dropout: float = 0.6, split: bool = False) -> None:
         super().__init__()
         self.in_channels, self.hidden, self.classes, self.heads, self.dropout, self.split = in_channels, hidden, classes, heads, dropout, split
@@ -47,23 +49,6 @@ class GAT(nn.Module):
             self.conv1.lin = UserSide()
         self.conv2 = GATConv(heads * hidden, classes, heads=1, concat=False, dropout=dropout)
         self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        self.conv1.reset_parameters()
-        self.conv2.reset_parameters()
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        if not self.split:
-            x = F.dropout(x, self.dropout, self.training)
-        x = F.elu(self.conv1(x, edge_index))
-        x = F.dropout(x, self.dropout, self.training)
-        return self.conv2(x, edge_index)
-
-    def user_weight(self) -> torch.Tensor:
-        """The K stacked W^k as users apply them, x_i W (F, heads * hidden)."""
-        if self.split:
-            raise ValueError("a split GAT holds no first-layer weight: its users do")
-        return self.conv1.lin.weight.detach().T.contiguous()
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.in_channels}, {self.hidden}, {self.classes}, heads={self.heads}, dropout={self.dropout}, "

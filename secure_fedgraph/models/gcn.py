@@ -17,6 +17,9 @@ Shapes: x (N, F) whole or H (N, hidden) split; ``edge_index`` (2, E) undirected;
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -31,7 +34,37 @@ class UserSide(nn.Identity):
         """No parameters here: they are the users'."""
 
 
-class GCN(nn.Module):
+class TwoLayerGNN(nn.Module):
+    """What nFedGNN's two-layer models share: input dropout (whole model only: split, the users
+    drop their own x_i), conv1, the activation, hidden dropout, conv2; and the first layer's
+    weight as the users apply it."""
+
+    activation: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
+    conv1: nn.Module
+    conv2: nn.Module
+    dropout: float
+    split: bool
+
+    def reset_parameters(self) -> None:
+        self.conv1.reset_parameters()
+        self.conv2.reset_parameters()
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        if not self.split:
+            x = F.dropout(x, self.dropout, self.training)
+        x = type(self).activation(self.conv1(x, edge_index))
+        x = F.dropout(x, self.dropout, self.training)
+        return self.conv2(x, edge_index)
+
+    def user_weight(self) -> torch.Tensor:
+        """The first layer's weight as users apply it, x_i W (F, out): what each user holds a copy
+        of when the split model starts from this whole one (GAT: the K stacked W^k)."""
+        if self.split:
+            raise ValueError(f"a split {type(self).__name__} holds no first-layer weight: its users do")
+        return self.conv1.lin.weight.detach().T.contiguous()
+
+
+class GCN(TwoLayerGNN):
     """Two GCNConv layers, ReLU and dropout (Kipf and Welling's Cora model: hidden 16, dropout 0.5).
 
     Args:
@@ -43,6 +76,8 @@ class GCN(nn.Module):
         split: the server half of nFedGNN's split model (``conv1`` without its linear map).
     """
 
+    activation = F.relu
+
     def __init__(self, in_channels: int, hidden: int, classes: int, *, dropout: float = 0.5, split: bool = False) -> None:
         super().__init__()
         self.in_channels, self.hidden, self.classes, self.dropout, self.split = in_channels, hidden, classes, dropout, split
@@ -51,24 +86,6 @@ class GCN(nn.Module):
             self.conv1.lin = UserSide()
         self.conv2 = GCNConv(hidden, classes)
         self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        self.conv1.reset_parameters()
-        self.conv2.reset_parameters()
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        if not self.split:
-            x = F.dropout(x, self.dropout, self.training)
-        x = F.relu(self.conv1(x, edge_index))
-        x = F.dropout(x, self.dropout, self.training)
-        return self.conv2(x, edge_index)
-
-    def user_weight(self) -> torch.Tensor:
-        """W_1 as users apply it, x_i W_1 (F, hidden): what each user holds a copy of when the
-        split model starts from this whole one."""
-        if self.split:
-            raise ValueError("a split GCN holds no first-layer weight: its users do")
-        return self.conv1.lin.weight.detach().T.contiguous()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.hidden}, {self.classes}, dropout={self.dropout}, split={self.split})"
