@@ -41,7 +41,7 @@ from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.steps import drive
 from secure_fedgraph.protocol.transcript import TranscriptWriter
-from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, channel_options, make_server_handler
+from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, make_server_handler, server_options
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
 
@@ -106,7 +106,7 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
     # one stream per client, so n + 8 handlers; more concurrent calls are refused by gRPC at once
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + EXTRA_STREAMS), maximum_concurrent_rpcs=len(expected) + EXTRA_STREAMS,
-                         options=[*channel_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
+                         options=[*server_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
     try:

@@ -42,12 +42,22 @@ URI_PREFIX = "urn:secure-fedgraph:client:"
 _CLOSE = object()
 
 
+KEEPALIVE_MS = 30_000  # both sides ping an idle connection this often
+
+
 def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
     ]
+
+
+def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """The channel options plus a ping allowance the clients' keepalive stays within: gRPC's
+    server default accepts a ping without data every 5 minutes at most and answers more with
+    GOAWAY ``too_many_pings``, which cut clients that had joined and were waiting."""
+    return [*channel_options(max_message_bytes), ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2)]
 
 
 def stream_identity(certified: int, hello) -> int | None:

@@ -20,7 +20,7 @@ from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
+from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
 
@@ -401,3 +401,12 @@ def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon
     assert "(--min-ddp-noise)" in careful_output
     assert metrics["clients_finished"] == 4 and metrics["privacy"]["sums"][0]["contributors"] == 4
     assert metrics["privacy"]["epsilon_max"] > 0
+
+
+def test_the_server_accepts_the_pings_of_its_clients_keepalive():
+    """Clients ping a waiting connection every keepalive interval; a server that accepts pings
+    without data less often (gRPC's default: every 5 minutes) answers with GOAWAY too_many_pings
+    and cuts clients that joined and wait (seen with 1,000 nFedGNN users joining)."""
+    client, server = dict(channel_options(2**20)), dict(server_options(2**20))
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] < client["grpc.keepalive_time_ms"]
+    assert server["grpc.keepalive_time_ms"] == client["grpc.keepalive_time_ms"]
