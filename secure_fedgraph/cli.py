@@ -510,26 +510,15 @@ def _preflight(args: argparse.Namespace) -> None:
         DATASETS["metr-la"].check_files(args.data_dir)
         preflight.check_writable_folder("--out", args.out)
     elif args.command == "sweep":
-        from secure_fedgraph.papers import ATTACKED_PLANS, CALIBRATES_PRIVACY_OPTION, PRIVACY_OPTION
         import importlib.util
 
-        if args.plan not in PRIVACY_OPTION:
-            raise ConfigError(f"sweep: plan {args.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
-        if args.epsilons is not None and args.plan not in CALIBRATES_PRIVACY_OPTION:
-            raise ConfigError(f"sweep: plan {args.plan} cannot calibrate {PRIVACY_OPTION[args.plan]} to a target epsilon (its epsilon depends "
-                              f"on the clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
-        if args.attacks and args.plan not in ATTACKED_PLANS:
-            raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {args.plan}'s uploads (plans with one: "
-                              f"{', '.join(sorted(ATTACKED_PLANS))})")
+        from secure_fedgraph.runs.sweep import check_choices
+
         for option in ("sigmas", "epsilons"):
             if getattr(args, option) is not None:
-                values = _numbers(f"--{option}", getattr(args, option), float, lambda v: positive_number("value", v))
-                if len(set(values)) != len(values):
-                    raise ConfigError(f"sweep: --{option} must be distinct, got {values}")
-                setattr(args, option, values)
+                setattr(args, option, _numbers(f"--{option}", getattr(args, option), float, lambda v: positive_number("value", v)))
         args.seeds = _numbers("--seeds", args.seeds, int, lambda v: positive("value", v, 0))
-        if len(set(args.seeds)) != len(args.seeds):
-            raise ConfigError(f"sweep: --seeds must be distinct, got {args.seeds}")
+        check_choices(args.plan, sigmas=args.sigmas or (), epsilons=args.epsilons or (), seeds=args.seeds, attacks=args.attacks)
         if importlib.util.find_spec("matplotlib") is None:
             raise ConfigError("sweep draws sweep.png with matplotlib, which is not installed: pip install matplotlib")
         DATASETS["metr-la"].check_files(args.data_dir)

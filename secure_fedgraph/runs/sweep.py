@@ -72,23 +72,28 @@ class SweepOptions:
     attacks: bool = False
 
     def __post_init__(self) -> None:
-        if self.plan not in PRIVACY_OPTION:
-            raise ConfigError(f"sweep: plan {self.plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
-        if bool(self.sigmas) == bool(self.epsilons):
-            raise ConfigError("sweep: give --sigmas or --epsilons (one of them)")
-        for option, values in (("--sigmas", self.sigmas), ("--epsilons", self.epsilons)):
-            if any(not (math.isfinite(v) and v > 0) for v in values) or len(set(values)) != len(values):
-                raise ConfigError(f"sweep: {option} must be distinct numbers > 0, got {list(values)}")
-        if self.epsilons and self.plan not in CALIBRATES_PRIVACY_OPTION:
-            raise ConfigError(f"sweep: plan {self.plan} cannot calibrate {PRIVACY_OPTION[self.plan]} to a target epsilon; use --sigmas "
-                              f"(plans that can: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"sweep: --seeds must be distinct, got {list(self.seeds)}")
+        check_choices(self.plan, sigmas=self.sigmas, epsilons=self.epsilons, seeds=self.seeds, attacks=self.attacks)
         if self.jobs < 1:
             raise ConfigError(f"sweep: --jobs must be >= 1, got {self.jobs}")
-        if self.attacks and self.plan not in ATTACKED_PLANS:
-            raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {self.plan}'s uploads (plans with one: "
-                              f"{', '.join(sorted(ATTACKED_PLANS))})")
+
+
+def check_choices(plan: str, *, sigmas: Sequence[float], epsilons: Sequence[float], seeds: Sequence[int], attacks: bool) -> None:
+    """What a sweep may be asked for (the CLI calls this before torch is imported; ConfigError, one line)."""
+    if plan not in PRIVACY_OPTION:
+        raise ConfigError(f"sweep: plan {plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+    if bool(sigmas) == bool(epsilons):
+        raise ConfigError("sweep: give --sigmas or --epsilons (one of them)")
+    for option, values in (("--sigmas", sigmas), ("--epsilons", epsilons)):
+        if any(not (math.isfinite(v) and v > 0) for v in values) or len(set(values)) != len(values):
+            raise ConfigError(f"sweep: {option} must be distinct numbers > 0, got {list(values)}")
+    if epsilons and plan not in CALIBRATES_PRIVACY_OPTION:
+        raise ConfigError(f"sweep: plan {plan} cannot calibrate {PRIVACY_OPTION[plan]} to a target epsilon (its epsilon depends on the "
+                          f"clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"sweep: --seeds must be distinct, got {list(seeds)}")
+    if attacks and plan not in ATTACKED_PLANS:
+        raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {plan}'s uploads (plans with one: "
+                          f"{', '.join(sorted(ATTACKED_PLANS))})")
 
 
 @dataclass(frozen=True)
