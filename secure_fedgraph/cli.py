@@ -582,8 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "transcripts; check every threat_model.md claim a transcript can show (PASS / FAIL / NOT APPLICABLE "
                                 "with its evidence); list every secure sum the server started (delivered, redone after a re-key, or "
                                 "abandoned), every dropout and re-key, and who saw what; run the attacks that measure what the uploads "
-                                "give away (CNFGNN: reconstruction of raw inputs from h_c,i, label leakage from dL/dh_G), each beside the "
-                                "claim it tests. Writes audit.md, audit.json and PNGs. Exit status 1 if a claim fails.")
+                                "give away (CNFGNN: reconstruction of raw inputs from h_c,i, label leakage from dL/dh_G; nFedGNN: x_i and its "
+                                "words decoded from h_i, link inference from the latents), each beside the claim it tests. Writes audit.md, audit.json and PNGs. Exit status 1 if a claim fails.")
     audit.add_argument("run_dir", metavar="RUN_DIR", help="the run folder: transcript.bin (server --transcript, or run --transcript) and metrics.json")
     audit.add_argument("client_transcripts", nargs="*", metavar="CLIENT_TRANSCRIPTS",
                        help="client transcripts (files, or folders of client-*.bin): ground truth for the sums, the plaintext probe and the "
@@ -593,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the data folder the run read: the attacks take their public slice and the ground truth from it "
                             "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     audit.add_argument("--no-attacks", action="store_true", help="check the claims only (the attacks fit small models: seconds to minutes)")
-    audit.add_argument("--seed", type=int, default=0, help="seed of the attacks' learners (default 0)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the attacks' learners and samples (default 0)")
     audit.set_defaults(handler=_audit)
 
     compare = commands.add_parser("compare", help="CNFGNN's Table 7 on METR-LA: every method with the same budget, beside the paper",
