@@ -338,7 +338,7 @@ class ClientContext(Resumable):
 
     def rng(self, *labels: str | int) -> np.random.Generator:
         """A numpy generator for one purpose of this client (batch order, local noise, ...)."""
-        return np.random.default_rng(derive_seed(self.seed, "client", self.client_id, *labels))
+        return client_rng(self.seed, self.client_id, *labels)
 
     @staticmethod
     def receive(name: str) -> Receive:
@@ -351,6 +351,12 @@ class ClientContext(Resumable):
     @staticmethod
     def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
         return Upload(name, tensors, privacy)
+
+
+def client_rng(seed: int, client_id: int, *labels: str | int) -> np.random.Generator:
+    """Client ``client_id``'s generator for one purpose (:meth:`ClientContext.rng`): from the run
+    seed, so experimental randomness only; whoever knows the seed (the server) can draw it too."""
+    return np.random.default_rng(derive_seed(seed, "client", client_id, *labels))
 
 
 def rounded_to_bound(values: np.ndarray, error_bound: float) -> np.ndarray:

@@ -714,8 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-centralised", action="store_true", help="skip the centralised reference runs")
     sweep.add_argument("--attacks", action="store_true",
                        help="also audit every private and non-private run from its transcripts (run --transcript; secure-fedgraph audit, "
-                            "into its folder's audit/) and draw the leakage attacks' errors against epsilon: OUT/leakage-against-epsilon.png "
-                            "(cnfgnn)")
+                            "into its folder's audit/) and draw the leakage attacks' measures against epsilon: OUT/leakage-against-epsilon.png "
+                            "(cnfgnn; nfedgnn: feature reconstruction, word recovery and link inference from the latents)")
     sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
     sweep.set_defaults(handler=_sweep, clients=None)
 

@@ -29,7 +29,8 @@ class AttackResult:
     """What an attack measured, reported beside the claim it tests.
 
     ``errors``: name -> number (e.g. "attack on the uploads", "no-DP reference", "random guess"),
-    in ``unit``; lower means the attack learned more. ``figure``: the PNG's file name, if drawn."""
+    in ``unit``, which says which way leaks (an error: lower means the attack learned more; a
+    precision or an AUC: higher). ``figure``: the PNG's file name, if drawn."""
 
     name: str
     claim: str
@@ -107,10 +108,6 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "M-PRG": "the masks' PRG and key sizes are properties of the code, not of the messages",
     "M-SIGN": "signature checks happen inside the clients; a transcript shows signed keys, not a refused forgery",
     "M-POLICY": "a client's own minimums are in its options, not on the wire",
-    "NF-LATENT": "not yet checked from a transcript: nFedGNN's checker (every upload a d-wide row, no sum) and its attacks are "
-                 "still to be written (issue 18); the tests threat_model.md names check the claim",
-    "NF-DP": "not yet checked from a transcript: the noise check DP-CLIENT does for CNFGNN's rows is still to be extended to nFedGNN's "
-             "latents (issue 18); the tests threat_model.md names check the claim",
     "NF-UNIT": "a statement of what the reported epsilon protects, checked against the accountant by the tests threat_model.md names",
     "NF-SAME": "a property of two runs (in one process and over gRPC), not of one transcript",
     "DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",

@@ -43,9 +43,10 @@ def dpsgd_reports(view: RunView) -> dict[int, tuple[float, float, int, float]]:
 def transcript_accountant(view: RunView):
     """The accountant the server kept, rebuilt from the uploads its transcript shows: every
     ``h_c:<split>`` upload releases each of its rows; split learning's i-th ``h_c`` upload of a
-    round releases the i-th batch of the shared order (papers/cnfgnn.py server_batches); each
-    client's DP-SGD report its steps. None: the run has no noised uploads and no DP-SGD."""
-    from secure_fedgraph.audit.plan_claims import ACTIVATIONS, activation_uploads, dp_settings
+    round releases the i-th batch of the shared order (papers/cnfgnn.py server_batches); every
+    nFedGNN upload releases the user's one row once per latent in it (the plan's ``released``);
+    each client's DP-SGD report its steps. None: the run has no noised uploads and no DP-SGD."""
+    from secure_fedgraph.audit.plan_claims import ACTIVATIONS, activation_uploads, dp_settings, latent_uploads
     from secure_fedgraph.privacy import PrivacyAccountant, RowRelease, Steps
 
     settings, reports = dp_settings(view), dpsgd_reports(view)
@@ -60,6 +61,10 @@ def transcript_accountant(view: RunView):
             accountant.record(upload.client, RowRelease("train", _batch(view, upload.client, upload.round, batch_index), sigma))
         else:
             accountant.record(upload.client, RowRelease(upload.name.split(":", 1)[1], np.arange(rows), sigma))
+    for upload in latent_uploads(view):
+        release = run_plan(view).released(len(upload.tensors))
+        if release is not None:
+            accountant.record(upload.client, release)
     for client, (s, rate, steps, sensitivity) in reports.items():
         accountant.record_steps(client, Steps(s, rate, steps, sensitivity))
     return accountant
@@ -78,7 +83,14 @@ def _batch(view: RunView, client: int, round_index: int, seen: dict[tuple[int, i
 
 def transcript_epsilons(view: RunView) -> tuple[dict[int, float], dict[int, int], float] | None:
     """Per client: the RDP epsilon for one member of the run's privacy unit and its releases K,
-    from :func:`transcript_accountant`; and the delta. None without DP uploads or DP-SGD."""
+    from :func:`transcript_accountant`; and the delta. None without DP uploads or DP-SGD
+    (computed once per view: DP-ACCOUNT and every attack's epsilon read it)."""
+    if "epsilons" not in view.cache:
+        view.cache["epsilons"] = _transcript_epsilons(view)
+    return view.cache["epsilons"]
+
+
+def _transcript_epsilons(view: RunView) -> tuple[dict[int, float], dict[int, int], float] | None:
     from secure_fedgraph.privacy import rdp_epsilon
 
     accountant = transcript_accountant(view)

@@ -92,8 +92,8 @@ def markdown(report: AuditReport, figures: dict[str, list[str]]) -> str:
         md += ["", "## Attacks (beside the claims they test)", ""]
         for f in attacked:
             for a in f.attacks:
-                md += [f"### {a.name} ({a.claim}: {f.verdict.value})", "", a.summary, "", f"| | error ({a.unit}) |", "|---|---|"]
-                md += [f"| {k} | {v:.3f} |" for k, v in a.errors.items()]
+                md += [f"### {a.name} ({a.claim}: {f.verdict.value})", "", a.summary, "", f"| | {a.unit} |", "|---|---|"]
+                md += [f"| {k} | {v:.4g} |" for k, v in a.errors.items()]
                 md += [""]
     shown = [(claim, name) for claim, names in figures.items() for name in names]
     if shown:

@@ -85,6 +85,8 @@ def _r_audit(view: RunView, findings: dict[str, Finding]) -> Finding:
     """R-AUDIT is the three claims it names, together (mask runs)."""
     if view.backend != "mask":
         return not_applicable("R-AUDIT", f"{view.backend} backend (R-AUDIT is about mask runs)")
+    if not view.sums:
+        return not_applicable("R-AUDIT", "the run has no secure sums")
     parts = [findings[c] for c in ("M-UNIFORM", "M-NOPLAIN", "M-SUM")]
     bad = [p.claim for p in parts if p.verdict is Verdict.FAIL]
     shown = [p.claim for p in parts if p.verdict is Verdict.PASS]

@@ -47,7 +47,7 @@ PRIVACY_OPTION = {"cnfgnn": "dp_sigma", "fedavg-gru": "ddp_noise", "nfedgnn": "d
 CALIBRATES_PRIVACY_OPTION = frozenset({"cnfgnn", "nfedgnn"})
 # plans whose uploads the audit attacks (secure_fedgraph/audit/attacks/: what `sweep --attacks` draws per epsilon);
 # tests/audit/test_leakage_attacks.py checks it against the attacks' own plans
-ATTACKED_PLANS = frozenset({"cnfgnn"})
+ATTACKED_PLANS = frozenset({"cnfgnn", "nfedgnn"})
 # the centralised baseline a sweep draws beside a plan (runs/comparison.py's method names)
 CENTRALISED_METHOD = {"cnfgnn": "gru+gn-centralised", "fedavg-gru": "gru-centralised"}
 _CLASSES = {cls: (module, name) for name, (module, cls, _) in REGISTRY.items()}

@@ -203,6 +203,10 @@ class NFedGNN(Plan):
         c = self.config
         return privacy.GaussianRows(c.dp_clip, float(c.dp_sigma), noise=ctx.noise("h")) if c.dp_sigma > 0 else None
 
+    def privacy_unit(self) -> privacy.Unit:
+        """What the reported epsilon protects: one user's feature vector x_i (NF-UNIT)."""
+        return privacy.USER_FEATURES
+
     def released(self, latents: int) -> privacy.RowRelease | None:
         """What an upload of ``latents`` latents releases of a user's one row x_i, accounted at
         sigma/2: replacing x_i moves a clipped latent by up to 2 x clip (None without DP)."""
@@ -293,7 +297,7 @@ class NFedGNN(Plan):
                                    "best_val_test_acc": best["test_acc"], "paper_table1_mib": self.paper_table1_mib(len(ctx.clients), graph.features)}
         if c.dp_sigma > 0:
             metrics["privacy"] = ctx.accountant.report(
-                ctx.clients, unit=privacy.USER_FEATURES, delta=c.dp_delta,
+                ctx.clients, unit=self.privacy_unit(), delta=c.dp_delta,
                 mechanism=f"Gaussian on each uploaded h_i: clip {c.dp_clip:g}, sigma {c.dp_sigma:g}, applied by each user; accounted at "
                           f"sigma/2 = {c.dp_sigma / 2:g}, since replacing x_i moves a clipped h_i by up to 2 x clip")
         return metrics

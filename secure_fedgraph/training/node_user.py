@@ -48,6 +48,12 @@ class Adam:
         self.param -= np.float32(step_size) * (self.exp_avg / denominator)
 
 
+def dropout_keep(rng: np.random.Generator, features: int, dropout: float) -> np.ndarray:
+    """The entries of x_i a training latent keeps (F,) bool: a draw per feature, so the same mask
+    whatever rows a user holds (and the server, which knows the run seed, can draw it too)."""
+    return rng.random(features) >= dropout
+
+
 class NodeUser:
     """A user's feature vector (its non-zero entries, or all of them), the matching rows of its
     own first-layer weight and its own Adam.
@@ -78,8 +84,7 @@ class NodeUser:
         values = self.values
         if rng is not None:
             if self.dropout > 0:
-                keep = rng.random(self.features)[self.rows] >= self.dropout  # a draw per feature: the same mask whatever rows are kept
-                values = values * keep / np.float32(1.0 - self.dropout)
+                values = values * dropout_keep(rng, self.features, self.dropout)[self.rows] / np.float32(1.0 - self.dropout)
             self._input = values
         return values @ self.weight
 

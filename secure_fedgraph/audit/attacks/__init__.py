@@ -8,7 +8,8 @@ fitting). References, fitted the same way (attacks/learner.py): a random guess (
 slice's mean) and, with the clients' transcripts, the same attack on the clean activations
 before the DP hook (the no-DP reference).
 
-To add an attack (another plan's uploads, e.g. nFedGNN's h_i): subclass :class:`Attack`, set
+nFedGNN's latents h_i (attacks/nfedgnn.py): reconstruction of x_i and of its words, and link
+inference. To add an attack (another plan's uploads): subclass :class:`Attack`, set
 ``name``, ``claim`` and ``plans``, implement ``run``, and list it in :data:`ATTACKS`.
 """
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 from secure_fedgraph.audit.attacks.base import Attack, AttackContext, public_clients
 from secure_fedgraph.audit.attacks.cnfgnn import GradientLabelLeakage, HiddenStateReconstruction
+from secure_fedgraph.audit.attacks.nfedgnn import LatentFeatureReconstruction, LatentLinkInference, LatentWordRecovery
 
-ATTACKS: tuple[Attack, ...] = (HiddenStateReconstruction(), GradientLabelLeakage())
+ATTACKS: tuple[Attack, ...] = (HiddenStateReconstruction(), GradientLabelLeakage(), LatentFeatureReconstruction(), LatentWordRecovery(),
+                               LatentLinkInference())
 
 __all__ = ["ATTACKS", "Attack", "AttackContext", "public_clients"]

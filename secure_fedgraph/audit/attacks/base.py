@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ class AttackContext:
     data_dir: str | os.PathLike | None = None
     seed: int = 0
     _data: dict[int, Any] = field(default_factory=dict, repr=False)
+    _shared: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def plan(self):
@@ -42,6 +44,12 @@ class AttackContext:
         if client not in self._data:
             self._data[client] = self.plan.load_client_data(client, self.data_dir)
         return self._data[client]
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """What several attacks of one audit share (one decoder fit, two measures), made once."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
 
     def epsilon(self) -> float:
         """The run's largest per-client epsilon from the releases its transcript shows (nan without noise)."""
