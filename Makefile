@@ -22,7 +22,7 @@ demo: $(VENV)/.installed
 	$(BIN)/secure-fedgraph demo
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 protos: $(VENV)/.installed
 	cd proto && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=.. --pyi_out=.. $$(find . -name '*.proto' | sort)

@@ -52,7 +52,7 @@ from secure_fedgraph.training.device import single_thread
 
 Need = Receive | SecureSum | Upload
 RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
-DPSGD_REPORT = SumSpec("privacy:dpsgd", (TensorSpec("steps", (3,)),))  # a client's DP-SGD (sigma, sample rate, steps)
+DPSGD_REPORT = SumSpec("privacy:dpsgd", (TensorSpec("steps", (4,)),))  # a client's DP-SGD (sigma, sample rate, steps, sensitivity)
 ClientPlan = Generator[Need, Any, None]
 
 
@@ -233,9 +233,9 @@ class ServerContext(Resumable):
         only its own privacy, which it controls anyway."""
         received = yield from self.upload(DPSGD_REPORT.name, DPSGD_REPORT)
         for client, tensors in received.items():
-            sigma, rate, steps = (float(v) for v in tensors["steps"])
-            if steps > 0:
-                self.accountant.record_steps(client, Steps(sigma, rate, int(steps)))
+            sigma, rate, steps, sensitivity = (float(v) for v in tensors["steps"])
+            if steps > 0:  # a sensitivity below one clip (or NaN) would understate epsilon: priced at one clip
+                self.accountant.record_steps(client, Steps(sigma, rate, int(steps), max(1.0, sensitivity)))
 
     def secure_sum(self, spec: SumSpec) -> StepGen[SumResult]:
         """One secure sum. Raises :class:`SumAbandoned` when the backend gave it up (a dropout
@@ -333,7 +333,7 @@ class ClientContext(Resumable):
         steps = self.accountant.steps_of(self.client_id)
         if len(steps) > 1:
             raise ProtocolError(f"client {self.client_id}: DP-SGD ran at {len(steps)} (sigma, sample rate) settings; one is reported")
-        row = [steps[0].sigma, steps[0].sample_rate, steps[0].steps] if steps else [0.0, 0.0, 0.0]
+        row = [steps[0].sigma, steps[0].sample_rate, steps[0].steps, steps[0].sensitivity] if steps else [0.0, 0.0, 0.0, 1.0]
         return Upload(DPSGD_REPORT.name, {"steps": np.array(row, dtype=np.float64)})
 
     def rng(self, *labels: str | int) -> np.random.Generator:

@@ -141,10 +141,21 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         if transcript is not None:
             transcript.close()
     metrics["seconds"] = time.monotonic() - started
-    metrics["process"] = {**process, "after": usage().as_dict()}
+    metrics["process"] = {**process, "after": _settled_usage(process["listening"]["open_files"]).as_dict()}
     (options.out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
     checkpoint.finish(options.out)
     return metrics
+
+
+def _settled_usage(listening_files: int | None, *, wait_s: float = 5.0):
+    """This process's usage once its open files are back to ``listening_files``, or after
+    ``wait_s``: gRPC closes its connections asynchronously after ``stop``, and on a loaded
+    machine the last may still be open when the server returns."""
+    now, deadline = usage(), time.monotonic() + wait_s
+    while listening_files is not None and now.open_files is not None and now.open_files > listening_files and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = usage()
+    return now
 
 
 def _run_plan(options, transport, joined, directory, certificates, say, events, *, run, saved: Checkpoint | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import numpy as np
 from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict
 from secure_fedgraph.audit.replay import RunView, SumAttempt
 
-DPSGD_REPORT = "privacy:dpsgd"  # protocol/engine.py DPSGD_REPORT: each client's (sigma, sample rate, steps)
+DPSGD_REPORT = "privacy:dpsgd"  # protocol/engine.py DPSGD_REPORT: each client's (sigma, sample rate, steps, sensitivity)
 
 
 def run_plan(view: RunView) -> Any:
@@ -29,13 +29,14 @@ def run_plan(view: RunView) -> Any:
     return view.cache["plan"]
 
 
-def dpsgd_reports(view: RunView) -> dict[int, tuple[float, float, int]]:
-    """client -> (sigma, sample rate, steps) it reported for its DP-SGD training (nonzero only)."""
+def dpsgd_reports(view: RunView) -> dict[int, tuple[float, float, int, float]]:
+    """client -> (sigma, sample rate, steps, sensitivity) it reported for its DP-SGD training
+    (nonzero only; transcripts from before the sensitivity was reported have sensitivity 1)."""
     out = {}
     for upload in view.uploads_named(DPSGD_REPORT):
-        sigma, rate, steps = (float(v) for v in np.asarray(upload.tensors["steps"]).ravel())
+        sigma, rate, steps, sensitivity, *_ = (*(float(v) for v in np.asarray(upload.tensors["steps"]).ravel()), 1.0)
         if steps > 0:
-            out[upload.client] = (sigma, rate, int(steps))
+            out[upload.client] = (sigma, rate, int(steps), max(1.0, sensitivity))  # as the server prices it
     return out
 
 
@@ -64,8 +65,8 @@ def transcript_accountant(view: RunView):
         release = run_plan(view).released(len(upload.tensors))
         if release is not None:
             accountant.record(upload.client, release)
-    for client, (s, rate, steps) in reports.items():
-        accountant.record_steps(client, Steps(s, rate, steps))
+    for client, (s, rate, steps, sensitivity) in reports.items():
+        accountant.record_steps(client, Steps(s, rate, steps, sensitivity))
     return accountant
 
 
@@ -139,12 +140,12 @@ def dpsgd_steps_are_noised_as_announced(view: RunView) -> Finding:
         return not_applicable("DP-SGD", "dpsgd_sigma 0: the run claims no DP-SGD (no client reported steps)")
     reporters = {u.client for u in view.uploads_named(DPSGD_REPORT)}
     silent = sorted(reporters - set(reports))
-    low = sorted(c for c, (s, _, _) in reports.items() if s < announced * (1 - 1e-9))
+    low = sorted(c for c, (s, *_) in reports.items() if s < announced * (1 - 1e-9))
     if silent or low:
         return failed("DP-SGD", f"dpsgd_sigma {announced:g} announced; {len(silent)} clients reported no DP-SGD steps, {len(low)} a lower noise "
                                 f"multiplier (e.g. client {(silent or low)[0]})", silent=len(silent), lower=len(low))
-    rates = sorted({round(r, 6) for _, r, _ in reports.values()})
-    steps = sum(n for _, _, n in reports.values())
+    rates = sorted({round(r, 6) for _, r, *_ in reports.values()})
+    steps = sum(n for _, _, n, _ in reports.values())
     return passed("DP-SGD", f"{len(reports)} clients reported {steps} DP-SGD steps at noise multiplier {announced:g} (sample rates "
                             f"{', '.join(f'{r:g}' for r in rates[:3])}{'...' if len(rates) > 3 else ''}), as their optimisers counted them; "
                             "the per-sample clipping and noise happen inside the clients", steps=steps, clients=len(reports))

@@ -33,12 +33,28 @@ stations, run by the same in-process runner with every sum its own value
 (``secure_fedgraph.runs.simulate.simulate_one_party``; ``secure-fedgraph run fedstgd --clients 1``).
 With ``adjacency="exact"`` its graph is TGCRN's eq. 5, with no decomposition.
 
+DP-SGD (``dpsgd_sigma`` > 0; beyond the paper). The clients must share one batch order (the
+sums pair windows across clients), so batches are not Poisson samples: each epoch's batches are
+fixed and disjoint, every window is in one step per epoch, and an epoch is one release of each
+window at sample rate 1 (parallel composition). A window's gradient is computed per window
+through the sum tape (training/sum_tape.py per_sample_gradients), clipped to ``dpsgd_clip`` and
+noised (opacus' DPOptimizer). The unit is one window of one client's stations; it reaches every
+client's gradient through the P/Q sums, and replacing it moves each client's clipped window
+gradient by up to 2 clips: 2 sqrt(M) clips over the M clients' noisy gradients together (2 without
+cross-client sums), the ``sensitivity`` the accountant prices ``dpsgd_sigma`` at. What the
+epsilon covers: everything computed from the noisy gradients (the FedAvg sums the server sees,
+every client's model). What it does not: the P/Q sums and their gradient sums of every batch,
+the set-up's normalisation sum and the released error sums, which the server sees without noise
+(ST-SUMS). ``sync="batch"`` with DP-SGD is not offered.
+
 The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
 Model choices the paper leaves open are listed in models/fedstgd.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -48,9 +64,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from secure_fedgraph import privacy
 from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, metro_windows, partition_stations
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
+from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
@@ -102,6 +120,9 @@ class FedSTGDConfig:
         forward_clip, gradient_clip: clipping ranges of the P/Q sums and of their gradient
             sums (dL/dS, in its own units); the gradient sums also state the resolution they
             need (GRADIENT_RESOLUTION), and the backend chooses an encoding that holds both.
+        dpsgd_sigma, dpsgd_clip, dp_delta: DP-SGD over the fixed batches, per window (0: plain
+            Adam; see the module docstring), the per-window L2 clip, and the delta epsilon is
+            reported at.
         seed: run seed (global initialisation, private embeddings, batch order).
     """
 
@@ -129,6 +150,9 @@ class FedSTGDConfig:
     max_windows: int | None = None
     forward_clip: float = 1e4
     gradient_clip: float = 100.0
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
+    dp_delta: float = 1e-5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -160,6 +184,15 @@ class FedSTGDConfig:
         if not isinstance(milestones, tuple) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in milestones):
             raise ConfigError(f"milestones must be a list of epochs >= 1, got {self.milestones!r}")
         object.__setattr__(self, "milestones", milestones)
+        local_dp.check_options(self)
+        if self.dpsgd_sigma and self.sync == "batch":
+            raise ConfigError("dpsgd_sigma needs sync='round': with sync='batch' every client steps on the pooled gradient, which "
+                              "is not a sum of noised per-window gradients")
+
+    @property
+    def dpsgd_sensitivity(self) -> float:
+        """Clips one window of one client moves the clients' noisy gradients by (module docstring)."""
+        return 2 * math.sqrt(self.clients) if self.cross_client else 2.0
 
     @property
     def cross_client(self) -> bool:
@@ -273,12 +306,14 @@ def loss_terms(target: np.ndarray) -> int:
     return target.shape[0] * target.shape[1] * N_STATIONS * target.shape[3]
 
 
-def l1_loss(prediction: torch.Tensor, target: np.ndarray, scaler: ZScore) -> torch.Tensor:
+def l1_loss(prediction: torch.Tensor, target: np.ndarray, scaler: ZScore, *, per_window: bool = False) -> torch.Tensor:
     """This client's share of TGCRN's L1 loss on de-normalised values: its absolute errors over
-    the number of loss terms of all clients, so the clients' losses add up to the pooled mean."""
+    the number of loss terms of all clients, so the clients' losses add up to the pooled mean
+    (``per_window``: one share per window, (B,), which add up to it)."""
     mean = torch.as_tensor(scaler.mean, dtype=prediction.dtype)
     std = torch.as_tensor(scaler.std, dtype=prediction.dtype)
-    return (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs().sum() / loss_terms(target)
+    errors = (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs()
+    return (errors.flatten(1).sum(1) if per_window else errors.sum()) / loss_terms(target)
 
 
 class FedSTGD(Plan):
@@ -286,6 +321,16 @@ class FedSTGD(Plan):
     Config = FedSTGDConfig
     clients_field: ClassVar[str] = "clients"
     one_party = True  # clients=1 is Table 3's centralised upper bound
+    dpsgd_unit = privacy.Unit(privacy.UnitKind.ROW, "one window (4 input and 4 output steps) of one client's stations")
+
+    def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedSTGD:
+        """This plan with ``dpsgd_sigma`` calibrated: one release of every window per epoch
+        (rounds x local_epochs), at rate 1, priced at sigma / the sensitivity."""
+        c = self.config
+        if option not in (None, "dpsgd_sigma"):
+            raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
+        sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=1.0, steps=c.rounds * c.local_epochs)
+        return FedSTGD(dataclasses.replace(c, dpsgd_sigma=sigma * c.dpsgd_sensitivity))
 
     def client_ids(self) -> list[int]:
         return list(range(self.config.clients))
@@ -336,8 +381,15 @@ class FedSTGD(Plan):
             "elements_up_per_client_per_batch": sums.elements_per_batch() + (synced.size if synced else 0),
             "training_batches": batches,
         }
-        return {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
-                "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
+        metrics = {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
+                   "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
+        if c.dpsgd_sigma:
+            metrics["privacy"] = yield from local_dp.server_report(
+                ctx, c, unit=self.dpsgd_unit, mechanisms=[],
+                sampling=f"the fixed batches every client shares (one release per window and epoch, counted as one step at rate 1), "
+                         f"priced at sigma / {c.dpsgd_sensitivity:.4g}: replacing one window moves every client's clipped window gradient "
+                         "by up to 2 clips; the P/Q, gradient, normalisation and error sums are not covered")
+        return metrics
 
     def _server_batch(self, ctx: ServerContext, sums: FedSTGDSums, size: int, *, training: bool, synced: SumSpec | None = None):
         """The sums of one batch; returns 1, or 0 when one of them was abandoned (the batch too)."""
@@ -374,44 +426,58 @@ class FedSTGD(Plan):
         scaler = ZScore.from_sums(moments.values)
         splits = data.splits.normalised(scaler)
         model = client_model(c, ctx.client_id, len(data.stations), (yield ctx.receive("model")))
-        optimiser = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-        schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, list(c.milestones), gamma=c.lr_decay)
-        for r in range(c.rounds):
-            for e in range(c.local_epochs):
-                order = batch_order(c, r * c.local_epochs + e)
-                for start in range(0, len(order), c.batch_size):  # 1.-2.
-                    x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
+        private = local_dp.client_mechanism(ctx, c, samples=c.windows("train"), batch_size=c.windows("train"), per_epoch=True,
+                                            sensitivity=c.dpsgd_sensitivity)  # DP-SGD, or None
+        adam = lambda parameters: torch.optim.Adam(parameters, lr=c.lr, weight_decay=c.weight_decay)  # noqa: E731
+        with (contextlib.nullcontext((model, adam(model.parameters()))) if private is None else
+              private.training(model, adam, samples=c.windows("train"), per_sample="loop")) as (_, optimiser):
+            schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, list(c.milestones), gamma=c.lr_decay)
+            for r in range(c.rounds):
+                for e in range(c.local_epochs):
+                    order = batch_order(c, r * c.local_epochs + e)
+                    for start in range(0, len(order), c.batch_size):  # 1.-2.
+                        x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
+                        try:
+                            yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler, private)
+                        except SumAbandoned:
+                            pass  # the server abandoned one of the batch's sums: no step on it
+                    schedule.step()
+                    if private is not None:
+                        private.end_epoch()  # every window of the epoch released once
+                if c.sync == "round":
                     try:
-                        yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler)
+                        total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
+                        load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
                     except SumAbandoned:
-                        pass  # the server abandoned one of the batch's sums: no step on it
-                schedule.step()
-            if c.sync == "round":
-                try:
-                    total = yield ctx.secure_sum("weights", {k: v.numpy() for k, v in model.global_state().items()})  # 3.
-                    load_weights_global(model, {k: v / len(total.contributors) for k, v in total.values.items()})
-                except SumAbandoned:
-                    pass  # the server gave this round's FedAvg up
-            yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
+                        pass  # the server gave this round's FedAvg up
+                yield from self._client_evaluation(ctx, model, splits.val, scaler, "validation")  # 4.
         yield from self._client_evaluation(ctx, model, splits.test, scaler, "test")  # 5.
+        if private is not None:
+            yield ctx.report_privacy()  # this client's DP-SGD releases, as its optimiser counted them
 
     def _summed_by(self, ctx: ClientContext, name: str):
         """How the sum tape sums: through secure sum ``name``, or (no inter-client sums) the
         client's own value is the sum."""
         return (lambda tensors: ctx.secure_sum(name, tensors)) if self.config.cross_client else None
 
-    def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore):
+    def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore, private=None):
         """One training batch: the forward pass through the P/Q sums (eqs. 22-23, then 13-16
         with the sums), the L1 loss, the backward pass through the gradient sums (G = sum_i
-        dL_i/dS), and an Adam step (line 13); with ``sync="batch"`` on the pooled gradient."""
+        dL_i/dS), and an Adam step (line 13); with ``sync="batch"`` on the pooled gradient.
+        With DP-SGD (``private``) the step is on the windows' clipped gradients plus noise."""
         c = self.config
         tape = SumTape()
         constants = model.batch_constants(slots)
         segment = lambda i, state, summed: model.segment(i, state, summed, x, constants)  # noqa: E731
         prediction = yield from tape.forward(segment, c.shape.n_sums, summed_by=self._summed_by(ctx, "pq"))
-        loss = l1_loss(prediction, y, scaler)
+        losses = l1_loss(prediction, y, scaler, per_window=private is not None)
         optimiser.zero_grad()
-        yield from tape.backward(loss, exact=c.gradients == "exact", summed_by=self._summed_by(ctx, "pq-grad"))
+        yield from tape.backward(losses.sum(), exact=c.gradients == "exact", summed_by=self._summed_by(ctx, "pq-grad"), keep=private is not None)
+        if private is not None:  # each window's gradient of its own mean loss; the DP optimiser clips, noises and averages them
+            parameters = [p for p in model.parameters() if p.requires_grad]
+            for p, g in zip(parameters, tape.per_sample_gradients(losses * len(losses), parameters), strict=True):
+                p.grad_sample = g
+            optimiser.expected_batch_size = len(losses)  # fixed batches: the mean over the batch's own windows
         if c.sync == "batch":  # every client steps with the pooled gradient of the global parameters
             shared = {k: p for k, p in model.named_parameters() if k != "node_embedding"}
             pooled = yield ctx.secure_sum(GLOBAL_GRADIENT, {k: torch.zeros_like(p) if p.grad is None else p.grad for k, p in shared.items()})

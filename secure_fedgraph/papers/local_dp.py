@@ -40,15 +40,17 @@ def steps_per_round(rate: float, epochs: int, max_steps: int | None) -> int:
     return steps if max_steps is None else min(steps, max_steps)
 
 
-def client_mechanism(ctx: ClientContext, config: Any, *, samples: int, batch_size: int) -> privacy.mechanisms.dpsgd.DPSGD | None:
+def client_mechanism(ctx: ClientContext, config: Any, *, samples: int, batch_size: int, per_epoch: bool = False,
+                     sensitivity: float = 1.0) -> privacy.mechanisms.dpsgd.DPSGD | None:
     """This client's DP-SGD (None when ``dpsgd_sigma`` is 0): noise and Poisson samples from the
-    client's noise source, every step recorded in its own accountant."""
+    client's noise source, every step recorded in its own accountant. ``per_epoch``: fixed
+    disjoint batches instead, one release per epoch (``batch_size`` is then the samples)."""
     if not config.dpsgd_sigma:
         return None
     from secure_fedgraph.privacy.mechanisms.dpsgd import DPSGD
 
     return DPSGD(float(config.dpsgd_sigma), float(config.dpsgd_clip), sample_rate(batch_size, samples), noise=ctx.noise("dpsgd"),
-                 record=lambda steps: ctx.accountant.record_steps(ctx.client_id, steps))
+                 record=lambda steps: ctx.accountant.record_steps(ctx.client_id, steps), per_epoch=per_epoch, sensitivity=sensitivity)
 
 
 def calibrated_sigma(config: Any, target_epsilon: float, *, rate: float, steps: int) -> float:
@@ -58,13 +60,14 @@ def calibrated_sigma(config: Any, target_epsilon: float, *, rate: float, steps: 
     return privacy.calibrate_sigma(target_epsilon=target_epsilon, delta=config.dp_delta, sample_rate=rate, steps=steps)
 
 
-def server_report(ctx: ServerContext, config: Any, *, unit: privacy.Unit, mechanisms: list[str]) -> StepGen[dict]:
+def server_report(ctx: ServerContext, config: Any, *, unit: privacy.Unit, mechanisms: list[str],
+                  sampling: str = "Poisson sampling") -> StepGen[dict]:
     """Collect every client's DP-SGD steps (with DP-SGD on) and report the run's budget for
     ``unit``: the ``privacy`` entry of its metrics."""
     if config.dpsgd_sigma:
         yield from ctx.collect_privacy()
         mechanisms = [*mechanisms, f"DP-SGD in local training: per-sample clip {config.dpsgd_clip:g}, sigma {config.dpsgd_sigma:.4g}, "
-                                   "Poisson sampling, applied by each client (opacus)"]
+                                   f"{sampling}, applied by each client (opacus)"]
     return ctx.accountant.report(ctx.clients, unit=unit, delta=config.dp_delta, mechanism="; ".join(mechanisms))
 
 

@@ -40,11 +40,20 @@ class RowRelease:
 @dataclass(frozen=True)
 class Steps:
     """DP-SGD steps: ``steps`` noisy steps at noise multiplier ``sigma``, each sampling every
-    training sample with probability ``sample_rate`` (Poisson sampling)."""
+    training sample with probability ``sample_rate`` (Poisson sampling; 1: every sample once).
+
+    ``sensitivity``: how far one member of the unit moves the released noisy gradients, in
+    units of the clip (1: opacus' add/remove of one sample; FedSTGD's shared batches are more:
+    papers/fedstgd.py). The accountant prices the steps at ``sigma / sensitivity``."""
 
     sigma: float
     sample_rate: float
     steps: int
+    sensitivity: float = 1.0
+
+    @property
+    def accounted_sigma(self) -> float:
+        return self.sigma / self.sensitivity
 
 
 class PrivacyAccountant:
@@ -74,8 +83,8 @@ class PrivacyAccountant:
         if steps.steps <= 0:
             return
         entries = self._steps.setdefault(client, [])
-        if entries and (entries[-1].sigma, entries[-1].sample_rate) == (steps.sigma, steps.sample_rate):
-            entries[-1] = Steps(steps.sigma, steps.sample_rate, entries[-1].steps + steps.steps)
+        if entries and (entries[-1].sigma, entries[-1].sample_rate, entries[-1].sensitivity) == (steps.sigma, steps.sample_rate, steps.sensitivity):
+            entries[-1] = Steps(steps.sigma, steps.sample_rate, entries[-1].steps + steps.steps, steps.sensitivity)
         else:
             entries.append(steps)
 
@@ -104,7 +113,7 @@ class PrivacyAccountant:
         if steps and unit.kind is not UnitKind.ROW:
             raise ConfigError(f"DP-SGD is accounted per training sample; the unit {unit.description!r} spans several (use the "
                               "window unit with DP-SGD)")
-        return [*self.uploads_history(client, unit), *((s.sigma, s.sample_rate, s.steps) for s in steps)]
+        return [*self.uploads_history(client, unit), *((s.accounted_sigma, s.sample_rate, s.steps) for s in steps)]
 
     def report(self, clients: Iterable[int], *, unit: Unit, delta: float, mechanism: str) -> dict:
         """The ``privacy`` entry of a run's metrics: each client's epsilon at ``delta`` for one

@@ -24,7 +24,6 @@ import math
 import os
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -117,7 +116,11 @@ class Point:
 
 
 def _cli(*args: str) -> tuple[str, ...]:
-    return (sys.executable, "-m", "secure_fedgraph.cli", *args)
+    """A point's command: the one launcher's (``python -P``: a checkout's own folder in the
+    current directory must not shadow the installed package)."""
+    from secure_fedgraph.runs.launch import command
+
+    return tuple(command(*args))
 
 
 def points(options: SweepOptions) -> list[Point]:

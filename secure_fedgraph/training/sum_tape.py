@@ -22,6 +22,12 @@ protocol: the plan decides what a sum is.
 
 A segment may also use tensors computed once per batch from parameters and public inputs
 (the ``constants``); every segment's backward keeps the graph, so their gradients add up.
+
+Per-sample gradients (DP-SGD): after ``backward(..., keep=True)`` every cut's outputs have the
+gradients the next segment gave their leaves, and every contribution has its G. The gradient of
+``loss_b + sum over cuts of <outputs_b, leaf grad_b> + <contribution_b, G_b>`` is then sample b's
+share of the parameters' gradient, when rows never mix (every tensor's first dimension is the
+sample, as in FedSTGD's windows): :meth:`SumTape.per_sample_gradients`.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class SumTape:
 
     def __init__(self) -> None:
         self.cuts: list[_Cut] = []
+        self.received: dict[int, dict[str, Tensor]] = {}  # backward(keep=True): G of each cut's contribution
 
     def forward(self, segment: Segment, n_sums: int, *, summed_by: SummedBy, grad: bool = True) -> Sums:
         """Run segments 0 .. n_sums, summing each contribution (float64 numpy) through
@@ -83,11 +90,13 @@ class SumTape:
             summed = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype).requires_grad_(grad) for k, v in contribution.items()}
         return state["prediction"]
 
-    def backward(self, loss: Tensor, *, summed_by: SummedBy, exact: bool = True) -> Sums:
+    def backward(self, loss: Tensor, *, summed_by: SummedBy, exact: bool = True, keep: bool = False) -> Sums:
         """Accumulate every parameter's gradient of this client's ``loss`` plus, with
         ``exact``, the other clients' losses through this client's contributions: dL/dS of
-        each sum, last first, goes to ``summed_by``, whose G (the sum over clients) flows on."""
+        each sum, last first, goes to ``summed_by``, whose G (the sum over clients) flows on.
+        ``keep``: keep the tape for :meth:`per_sample_gradients`."""
         tensors, grads = [loss], [torch.ones_like(loss)]
+        self.received = {}
         received: dict[str, Tensor] | None = None
         for index in reversed(range(len(self.cuts))):
             cut = self.cuts[index]
@@ -98,6 +107,7 @@ class SumTape:
                         tensors.append(cut.outputs[name])
                         grads.append(leaf.grad)
                 if received is not None:
+                    self.received[index] = received
                     for name, value in cut.contribution.items():
                         tensors.append(value)
                         grads.append(received[name])
@@ -111,6 +121,29 @@ class SumTape:
                 received = {k: torch.as_tensor(np.asarray(total[k]), dtype=v.dtype) for k, v in gradient.items()}
             else:
                 received = None
-        self.cuts = []
+        if not keep:
+            self.cuts = []
         return None
+
+    def per_sample_gradients(self, losses: Tensor, parameters: list[Tensor]) -> list[Tensor]:
+        """Each sample's share of the gradient :meth:`backward` (``keep=True``) accumulated, per
+        parameter (samples, *shape); ``losses`` (samples,) add up to the loss it was given.
+
+        One batched backward pass (``is_grads_batched``) of the surrogate in the module
+        docstring; the rows of each term are the samples."""
+        if not self.cuts:
+            raise RuntimeError("per_sample_gradients needs backward(..., keep=True) first")
+        terms = [losses]
+        for index, cut in enumerate(self.cuts):
+            if index + 1 < len(self.cuts):
+                for name, leaf in self.cuts[index + 1].inputs.items():
+                    if leaf.grad is not None:
+                        terms.append((cut.outputs[name] * leaf.grad).flatten(1).sum(1))
+            for name, value in (cut.contribution.items() if index in self.received else ()):
+                terms.append((value * self.received[index][name]).flatten(1).sum(1))
+        surrogate = torch.stack(terms).sum(0)
+        eye = torch.eye(len(surrogate), dtype=surrogate.dtype)
+        grads = torch.autograd.grad(surrogate, parameters, grad_outputs=eye, is_grads_batched=True, allow_unused=True)
+        self.cuts, self.received = [], {}
+        return [torch.zeros((len(surrogate), *p.shape), dtype=p.dtype) if g is None else g for p, g in zip(parameters, grads, strict=True)]
 

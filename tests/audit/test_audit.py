@@ -257,5 +257,23 @@ def test_dp_account_recomputes_the_runs_epsilon_for_its_unit_variant_and_dp_sgd(
 
         honest = ClientContext.report_privacy
         monkeypatch.setattr(ClientContext, "report_privacy", lambda self: dataclasses.replace(
-            honest(self), tensors={"steps": honest(self).tensors["steps"] * np.array([0.5, 1, 1])}))
+            honest(self), tensors={"steps": honest(self).tensors["steps"] * np.array([0.5, 1, 1, 1])}))
         assert "DP-SGD" in audit(_cnfgnn_run(tmp_path / "low", **overrides), [], attacks=False).failed
+
+
+@needs_hzmetro
+def test_a_fedstgd_run_with_dpsgd_passes_and_its_dpsgd_reports_are_its_only_individual_uploads(tmp_path):
+    """With DP-SGD every FedSTGD client reports its count (sigma, rate, releases, sensitivity)
+    outside the sums: ST-SUMS passes and names them; DP-SGD and DP-ACCOUNT (priced at the
+    reported sensitivity, 2 sqrt(3) clips for 3 clients) pass with the run's epsilon."""
+    from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
+
+    config = FedSTGDConfig(clients=3, rounds=1, hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=16, batch_size=8, eval_batch_size=16,
+                           dpsgd_sigma=3.0)
+    metrics = simulate(FedSTGD(config), SecureSumConfig(backend=Backend.MASK), data_dir=HZMETRO_DIR, transcripts=tmp_path).metrics
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics, default=str))
+    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
+    assert "3 DP-SGD reports" in report.finding("ST-SUMS").evidence
+    assert report.finding("DP-SGD").verdict is Verdict.PASS
+    assert report.finding("DP-ACCOUNT").details["epsilon"] == pytest.approx(metrics["privacy"]["epsilon_max"], rel=1e-9)

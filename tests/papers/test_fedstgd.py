@@ -353,3 +353,62 @@ def test_sync_batch_trains_the_one_party_decomposed_model(monkeypatch):
     assert gap["batch"] < 1e-4 < 1e-3 < gap["round"]  # 4 Adam steps already separate FedAvg from the pooled model
     cost = runs["batch"].metrics["cost"]
     assert cost["secure_sums_per_batch"] == 33 and "fedavg" not in runs["batch"].metrics["seconds_by_phase"]
+
+
+# -- DP-SGD over the fixed shared batches ------------------------------------------------------
+
+
+def test_per_window_gradients_through_the_sums_add_up_and_equal_each_window_alone(batch):
+    """DP-SGD's per-window gradients (SumTape.per_sample_gradients after backward(keep=True)),
+    for every client of a batch whose sums cross clients: they add up to the batch gradient, and
+    window w's equals the gradient of a batch holding window w alone (whose loss is over one
+    window, so B times the window's share of the batch's loss)."""
+    sizes, xs, ys, slots = batch
+    shape = ModelShape(hidden=6, node_dim=5, time_dim=4, embed_rank=3)
+    models = _clients(shape, sizes)
+    tapes = [SumTape() for _ in models]
+    constants = [m.batch_constants(slots) for m in models]
+    _lockstep([t.forward(lambda i, s, S, m=m, x=x, c=c: m.segment(i, s, S, x, c), shape.n_sums, summed_by=_ask)
+               for t, m, x, c in zip(tapes, models, xs, constants)])
+    windows = len(slots)
+    losses = [(t.cuts[-1].outputs["prediction"] - y).abs().flatten(1).sum(1) / (windows * 4 * sum(sizes) * 2) for t, y in zip(tapes, ys)]
+    _lockstep([t.backward(loss.sum(), summed_by=_ask, keep=True) for t, loss in zip(tapes, losses)])
+    per_window = [dict(zip([n for n, _ in m.named_parameters()], t.per_sample_gradients(loss, list(m.parameters())), strict=True))
+                  for t, m, loss in zip(tapes, models, losses)]
+    for model, mine in zip(models, per_window):
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(mine[name].sum(0), p.grad, rtol=1e-4, atol=1e-8, msg=name)
+    for w in range(windows):
+        _, alone = _tape_gradients(_clients(shape, sizes), [x[w : w + 1] for x in xs], [y[w : w + 1] for y in ys], slots[w : w + 1], exact=True)
+        for mine, theirs in zip(per_window, alone):
+            for name, grad in theirs.items():
+                torch.testing.assert_close(mine[name][w] * windows, grad, rtol=1e-4, atol=1e-8, msg=f"window {w}, {name}")
+
+
+def _dpsgd_run(**overrides):
+    config = FedSTGDConfig(**{**dict(clients=3, rounds=2, **TINY), **overrides})
+    return config, simulate(FedSTGD(config), SecureSumConfig(backend=Backend.PLAIN), data_dir=HZMETRO_DIR).metrics
+
+
+@needs_hzmetro
+def test_dpsgd_releases_each_window_once_per_epoch_priced_at_its_reach_over_the_clients():
+    """16 windows in 2 fixed batches a round, 2 rounds: every window is released twice (one
+    step per epoch holds it), at sample rate 1, and through the P/Q sums one client's window
+    reaches all 3 clients' gradients: priced at sigma / (2 sqrt 3). Without cross-client sums it
+    reaches its own client's only: sigma / 2. The noise changes the run; sync="batch" is refused."""
+    from secure_fedgraph.privacy import rdp_epsilon
+
+    config, metrics = _dpsgd_run(dpsgd_sigma=2.0, dpsgd_clip=0.5)
+    privacy = metrics["privacy"]
+    assert config.dpsgd_sensitivity == pytest.approx(2 * np.sqrt(3))
+    assert privacy["dpsgd_steps_per_client"] == {"0": 2, "1": 2, "2": 2}
+    assert privacy["epsilon_max"] == pytest.approx(rdp_epsilon([(2.0 / (2 * np.sqrt(3)), 1.0, 2)], 1e-5))
+    assert privacy["unit"].startswith("one window") and "not covered" in privacy["mechanism"]
+    assert metrics["test_rmse"] != _dpsgd_run()[1]["test_rmse"] and "privacy" not in _dpsgd_run()[1]
+    alone, metrics = _dpsgd_run(dpsgd_sigma=2.0, inter_client=False, rounds=1)
+    assert alone.dpsgd_sensitivity == 2.0
+    assert metrics["privacy"]["epsilon_max"] == pytest.approx(rdp_epsilon([(1.0, 1.0, 1)], 1e-5))
+    calibrated = FedSTGD(dataclasses.replace(config, dpsgd_sigma=0.0)).calibrated(20.0)
+    assert rdp_epsilon([(calibrated.config.dpsgd_sigma / config.dpsgd_sensitivity, 1.0, 2)], 1e-5) <= 20.0
+    with pytest.raises(ConfigError, match="dpsgd_sigma needs sync='round'"):
+        FedSTGDConfig(dpsgd_sigma=1.0, sync="batch")

@@ -97,7 +97,8 @@ def test_too_low_a_hard_limit_on_open_files_is_one_line_before_torch_is_imported
 
 def test_child_processes_import_the_installed_package_from_any_folder(tmp_path):
     """A folder holding a ``secure_fedgraph/`` without the server subpackage (a checkout after
-    `pip install .`) must not shadow the installed package in the processes we start."""
+    `pip install .`) must not shadow the installed package in the processes we start: the
+    launcher's and the sweep's (which once ran ``python -m`` without ``-P``)."""
     (tmp_path / "secure_fedgraph").mkdir()
     (tmp_path / "secure_fedgraph" / "__init__.py").write_text("")
     probe = ["-c", "import secure_fedgraph.server.runtime"]
@@ -107,6 +108,10 @@ def test_child_processes_import_the_installed_package_from_any_folder(tmp_path):
     assert launched.returncode == 0 and "secure-fedgraph" in launched.stdout, launched.stderr
     runtime = subprocess.run([command()[0], "-P", *probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert runtime.returncode == 0, runtime.stderr
+    from secure_fedgraph.runs.sweep import _cli
+
+    swept = subprocess.run(_cli("--version"), cwd=tmp_path, capture_output=True, text=True, timeout=120)  # a sweep's points too
+    assert swept.returncode == 0 and "secure-fedgraph" in swept.stdout, swept.stderr
 
 
 def test_clients_started_before_the_server_wait_for_it(tmp_path):

@@ -112,15 +112,24 @@ class _ClientNoiseDPOptimizer(DPOptimizer):
 class DPSGD:
     """One client's DP-SGD: noise multiplier ``sigma``, per-sample clip ``clip``, Poisson
     sampling at ``sample_rate``; ``noise`` is the client's source, ``record`` its accountant's
-    entry point (called once per step)."""
+    entry point (called once per step).
+
+    ``per_epoch``: the batches are not sampled but fixed and disjoint within an epoch (a plan
+    whose clients must share one batch order, as FedSTGD's): each sample is in one step per
+    epoch, so the steps of an epoch are one release at sample rate 1 (parallel composition),
+    recorded by :meth:`end_epoch`. ``sensitivity``: one member's reach in the released noisy
+    gradients, in clips (priced at ``sigma / sensitivity``; see ``privacy.Steps``)."""
 
     sigma: float
     clip: float
     sample_rate: float
     noise: NoiseSource = field(default_factory=NoiseSource, repr=False)
     record: Callable[[Steps], None] | None = field(default=None, repr=False)
+    per_epoch: bool = False
+    sensitivity: float = 1.0
     draws: int = 0  # Poisson samples drawn so far
     steps: int = 0  # noisy steps taken so far
+    epoch_steps: int = 0  # per_epoch: steps since the last end_epoch
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.sigma) and self.sigma > 0):
@@ -129,6 +138,10 @@ class DPSGD:
             raise ConfigError(f"DP-SGD clip must be a finite number > 0, got {self.clip!r}")
         if not 0 < self.sample_rate <= 1:
             raise ConfigError(f"DP-SGD sampling rate must be in (0, 1], got {self.sample_rate!r}")
+        if self.per_epoch and self.sample_rate != 1:
+            raise ConfigError(f"DP-SGD over fixed batches releases each sample once per epoch: sample rate 1, got {self.sample_rate!r}")
+        if not (math.isfinite(self.sensitivity) and self.sensitivity >= 1):
+            raise ConfigError(f"DP-SGD sensitivity is at least one clip, got {self.sensitivity!r}")
 
     def steps_per_epoch(self) -> int:
         """Steps that visit each sample once in expectation (opacus' 1 / q)."""
@@ -179,10 +192,22 @@ class DPSGD:
             p.grad_sample = torch.stack(grads) if grads else torch.zeros((0, *p.shape), dtype=p.dtype)
 
     def _stepped(self) -> None:
-        """The optimiser's step hook: one noisy step went into the model; the accountant hears of it."""
+        """The optimiser's step hook: one noisy step went into the model; the accountant hears of
+        it (``per_epoch``: at :meth:`end_epoch`)."""
         self.steps += 1
-        if self.record is not None:
-            self.record(Steps(self.sigma, self.sample_rate, 1))
+        if self.per_epoch:
+            self.epoch_steps += 1
+        elif self.record is not None:
+            self.record(Steps(self.sigma, self.sample_rate, 1, self.sensitivity))
+
+    def end_epoch(self) -> None:
+        """``per_epoch``: the epoch's disjoint batches are done; if any step was taken, one
+        release of every sample goes to the accountant (an abandoned batch only releases less)."""
+        if not self.per_epoch:
+            raise ConfigError("end_epoch is for DP-SGD over fixed disjoint batches (per_epoch=True)")
+        if self.epoch_steps and self.record is not None:
+            self.record(Steps(self.sigma, 1.0, 1, self.sensitivity))
+        self.epoch_steps = 0
 
     @staticmethod
     def empty_step(module: nn.Module, optimiser: DPOptimizer) -> None:
