@@ -308,9 +308,11 @@ class ClientContext(Resumable):
     in a resumed run, the state it saved at the round it resumes from (:class:`Resumable`).
 
     ``accountant`` is this client's own record of what its DP mechanisms released (the DP-SGD
-    optimiser feeds it). ``reproducible_noise`` is the client's opt-in to DP noise derived
-    from the run seed (the same numbers on every transport; the server, which knows the seed,
-    could remove it): off by default, where every draw is fresh OS randomness."""
+    optimiser feeds it). ``reproducible_noise`` is the client's opt-in to its private randomness
+    (:meth:`noise`: DP noise, and whatever else a plan draws from it, as nFedGNN's W_i^(0) and
+    dropout masks) derived from the run seed (the same numbers on every transport; the server,
+    which knows the seed, could draw it too): off by default, where every draw is fresh OS
+    randomness."""
 
     client_id: int
     seed: int

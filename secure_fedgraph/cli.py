@@ -48,7 +48,8 @@ def _client_policy(args: argparse.Namespace):
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
                         min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise,
-                        min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys)
+                        min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys,
+                        allow_seeded_randomness=args.allow_seeded_randomness)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -668,9 +669,14 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
-    policy.add_argument("--reproducible-dp-noise", action="store_true",
-                        help="draw DP noise from the run seed instead of fresh OS randomness, so a DP run can be compared with an "
-                             "in-process one; for tests only: the server knows the run seed and can remove such noise")
+    policy.add_argument("--reproducible-randomness", "--reproducible-dp-noise", dest="reproducible_dp_noise", action="store_true",
+                        help="draw these clients' private randomness (DP noise and DP-SGD samples; nFedGNN's initial W_i and dropout "
+                             "masks) from the run seed instead of fresh OS randomness, so a run can be compared with an in-process one; "
+                             "for tests only: the server knows the run seed and can remove such noise and recompute such weights")
+    policy.add_argument("--allow-seeded-randomness", action="store_true",
+                        help="accept a plan that draws users' initial weights and dropout masks from the run seed (nfedgnn "
+                             "user_randomness=run_seed); off by default: the server could recompute them and invert a user's first "
+                             "latents (threat_model.md NF-INIT)")
     policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
                              "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")

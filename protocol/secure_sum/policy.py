@@ -30,6 +30,7 @@ OPTION = {
     "min_dp_sigma": "--min-dp-sigma",
     "min_ddp_noise": "--min-ddp-noise",
     "min_dpsgd_sigma": "--min-dpsgd-sigma",
+    "allow_seeded_randomness": "--allow-seeded-randomness",
     "max_rekeys_per_round": "--max-rekeys",
 }
 
@@ -55,6 +56,8 @@ class ClientPolicy:
         min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
             (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
+        allow_seeded_randomness: accept a plan whose clients draw private state (nFedGNN's W_i^(0)
+            and dropout masks) from the run seed, which the server knows (off: refused, NF-INIT).
     """
 
     adversary: Adversary = field(default_factory=Adversary)
@@ -66,6 +69,7 @@ class ClientPolicy:
     min_ddp_noise: float = 0.0
     min_dpsgd_sigma: float = 0.0
     max_rekeys_per_round: int = 4
+    allow_seeded_randomness: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.adversary, Adversary):
@@ -73,7 +77,7 @@ class ClientPolicy:
         f = self.min_survivors_fraction
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f < 1:
             raise ConfigError(f"min_survivors_fraction must be a number in [0, 1), got {f!r}")
-        for name in ("allow_sparse", "allow_streaming"):
+        for name in ("allow_sparse", "allow_streaming", "allow_seeded_randomness"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not self.backends or not all(isinstance(b, Backend) for b in self.backends):
@@ -91,7 +95,7 @@ class ClientPolicy:
         """The policy of clients run by the same user as the server (``secure-fedgraph run``,
         tests, benchmarks): exactly what ``config`` asks for, so nothing is refused."""
         return cls(adversary=config.mask.adversary, allow_streaming=config.mask.streaming, backends=frozenset({config.backend}),
-                   min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round)
+                   min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round, allow_seeded_randomness=True)
 
     def colluders(self, n_run: int) -> int:
         return self.adversary.colluders(n_run)
@@ -105,7 +109,7 @@ class ClientPolicy:
 
     # --- checks ----------------------------------------------------------------------------
     def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None,
-                  ddp_noise: float | None = None, dpsgd_sigma: float | None = None) -> None:
+                  ddp_noise: float | None = None, dpsgd_sigma: float | None = None, seeded_randomness: bool = False) -> None:
         """A run's configuration, as a Welcome announces it (before anything is sent).
 
         Raises:
@@ -131,6 +135,10 @@ class ClientPolicy:
             offered = "has no DP-SGD in its local training" if dpsgd_sigma is None else f"trains with dpsgd_sigma={dpsgd_sigma:g}"
             raise self._refuse(f"the plan {offered}, and this client requires a DP-SGD noise multiplier of at least {self.min_dpsgd_sigma:g} "
                                "(start the server with --set dpsgd_sigma=...)", "min_dpsgd_sigma")
+        if seeded_randomness and not self.allow_seeded_randomness:
+            raise self._refuse("the plan draws each user's initial weights and dropout masks from the run seed (user_randomness=run_seed), "
+                               "which the server knows: it could recompute them and invert this client's first latents",
+                               "allow_seeded_randomness")
 
     def check_noise(self, spec: SumSpec, *, live: int, private: bool) -> None:
         """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),

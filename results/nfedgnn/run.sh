@@ -7,7 +7,8 @@
 # CNFGNN-adapted baseline (users FedAvg their W_i; GCN only: GAT's F x 128 weights per user
 # make 2,708 users' Adam states 12 GB), 3 seeds each, 200 rounds, in-process.
 # ONLY=REGEX runs just the commands that match, SKIP=REGEX leaves out those that match; finished
-# runs are skipped. Each run uses one OpenMP thread (OMP_NUM_THREADS, unless set): several runs
+# runs are skipped. The users start from the seeded W^(0) (user_randomness=run_seed: the
+# centralised model's start, and reproducible by seed; the secure default draws each user's own). Each run uses one OpenMP thread (OMP_NUM_THREADS, unless set): several runs
 # at once with torch's default threads each spin for cores they share.
 set -euo pipefail
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
@@ -21,7 +22,7 @@ lambda() {  # lambda DATASET MODEL: the Laplacian weight, chosen on Cora GCN see
 }
 fed() {  # fed DATASET MODEL NAME OPTIONS...
   local dataset=$1 model=$2 name=$3; shift 3
-  echo ".venv/bin/secure-fedgraph run nfedgnn --backend plain --data-dir ../shared/data --set dataset=$dataset --set model=$model $* --out results/nfedgnn/$dataset/$model-$name"
+  echo ".venv/bin/secure-fedgraph run nfedgnn --backend plain --data-dir ../shared/data --set dataset=$dataset --set model=$model --set user_randomness=run_seed $* --out results/nfedgnn/$dataset/$model-$name"
 }
 commands() {
   for model in $models; do

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -43,7 +44,7 @@ def leakage_against_epsilon(audit_jsons: Iterable[str | Path], out: str | Path) 
     points = attack_points(audit_jsons)
     if not points:
         raise ValueError("no attack results in the given audit.json files")
-    fig, axes = plt.subplots(1, len(points), figsize=(6.2 * len(points), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(points), figsize=(6.2 * len(points), 4.2), squeeze=False, layout="constrained")
     for ax, (name, runs) in zip(axes[0], sorted(points.items()), strict=True):
         finite = [r["epsilon"] for r in runs if math.isfinite(r["epsilon"])]
         right = max(finite) * 4 if finite else 1.0
@@ -56,7 +57,7 @@ def leakage_against_epsilon(audit_jsons: Iterable[str | Path], out: str | Path) 
         if any(not math.isfinite(r["epsilon"]) for r in runs):
             ax.axvline(right, color="gray", lw=0.6)
             ax.annotate("no DP", (right, ax.get_ylim()[1]), ha="right", va="top", fontsize=8, color="gray")
-        ax.set(title=f"{name} ({runs[0]['claim']})", xlabel="epsilon per client (delta from the run)", ylabel=runs[0]["unit"])
+        ax.set(title=f"{name} ({runs[0]['claim']})", xlabel="epsilon per client (delta from the run)", ylabel=textwrap.fill(runs[0]["unit"], 42))
         ax.legend(fontsize=8)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,12 @@ class Plan(ABC):
         return getattr(self.config, "ddp_noise", None)
 
     @property
+    def seeded_randomness(self) -> bool:
+        """Whether the plan's clients draw private state (initial weights, dropout masks) from the
+        run seed, which the server knows; clients refuse it unless --allow-seeded-randomness."""
+        return False
+
+    @property
     def dpsgd_sigma(self) -> float | None:
         """The DP-SGD noise multiplier of the plan's local training (None: the plan has no DP-SGD;
         0: off); clients compare it with their own --min-dpsgd-sigma."""

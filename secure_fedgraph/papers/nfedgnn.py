@@ -31,9 +31,10 @@ and shows the server the average model; it is offered as ``user_weights="fedavg"
 
 Deviations and choices the paper leaves open (research/papers-code-facts.md section 2): the
 Laplacian is the unnormalised one on the received latents, computed by the server (which has
-them all); users row-normalise their own x_i (as Kipf and Welling, and DGL, do); every user
-starts from the same Glorot W^(0) derived from the run seed (the centralised model's start);
-weight decay is 5e-4 on both sides (the paper's value did not survive its text); evaluation
+them all); users row-normalise their own x_i (as Kipf and Welling, and DGL, do); each user
+draws its own Glorot W_i^(0) and dropout masks from its own randomness (``user_randomness``:
+the server cannot regenerate them, NF-INIT; ``run_seed`` gives every user the seeded W^(0), the
+centralised model's start, which the server can compute too); weight decay is 5e-4 on both sides (the paper's value did not survive its text); evaluation
 uses a separate dropout-free latent; dL/dh_i is of the loss over all labelled nodes (the mean
 cross-entropy), not per user. With DP the server's gradient is taken at the noised h_i and
 applied to the clean one (the noise is additive).
@@ -45,6 +46,7 @@ import dataclasses
 import functools
 import os
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -58,11 +60,12 @@ from secure_fedgraph.protocol.engine import ClientContext, ServerContext
 from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.node_classification import MODELS, PAPER_SETTINGS, accuracy, build_model, laplacian_penalty, normalise_rows
-from secure_fedgraph.training.node_user import NodeUser, glorot_rows
+from secure_fedgraph.training.node_user import NodeUser, glorot_from_uniforms, glorot_rows
 from secure_fedgraph.validation import positive, positive_number
 
 DATASET_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}  # one user per node
 USER_WEIGHTS = ("own", "fedavg")
+USER_RANDOMNESS = ("private", "run_seed")
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,13 @@ class NFedGNNConfig:
         hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``).
         eval_every: rounds between evaluations (each costs one more latent per user, and with DP one more release).
         dp_sigma / dp_clip / dp_delta: Gaussian noise multiplier on each uploaded h_i (0: none), its L2 clip, and delta.
-        seed: the run seed (W^(0), the server's model, dropout).
+        user_randomness: where a user's W_i^(0) and dropout masks come from: "private" (its own
+            cryptographic randomness, the default: the server cannot regenerate them, NF-INIT) or
+            "run_seed" (one Glorot W^(0) for every user and masks from the run seed: the centralised
+            model's start, the earlier results' setting; the server can regenerate both, so a
+            user's round-0 latents are exact linear views of x_i; clients refuse it unless started
+            with --allow-seeded-randomness).
+        seed: the run seed (the server's model and dropout; the users' W^(0) and masks with user_randomness=run_seed).
     """
 
     dataset: str = "Cora"
@@ -97,6 +106,7 @@ class NFedGNNConfig:
     dp_sigma: float = 0.0
     dp_clip: float = 1.0
     dp_delta: float = 1e-5
+    user_randomness: str = "private"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -106,6 +116,8 @@ class NFedGNNConfig:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.user_weights not in USER_WEIGHTS:
             raise ConfigError(f"user_weights must be one of {USER_WEIGHTS}, got {self.user_weights!r}")
+        if self.user_randomness not in USER_RANDOMNESS:
+            raise ConfigError(f"user_randomness must be one of {USER_RANDOMNESS}, got {self.user_randomness!r}")
         positive("users", self.users, 2, optional=True)
         if self.users is not None and self.users > DATASET_NODES[self.dataset]:
             raise ConfigError(f"users must be at most {DATASET_NODES[self.dataset]} ({self.dataset}'s nodes), got {self.users}")
@@ -169,7 +181,8 @@ def _graph(name: str, data_dir: str | None, users: int | None):
 
 @functools.lru_cache(maxsize=4)
 def initial_user_weight(seed: int, features: int, latent: int) -> np.ndarray:
-    """W^(0) (F, d), Glorot as PyG's Linear: every user starts from it (once per process)."""
+    """The seeded W^(0) (F, d), Glorot as PyG's Linear: with ``user_randomness=run_seed`` every
+    user starts from it (once per process), and so can the server compute it."""
     return glorot_rows(torch.Generator().manual_seed(derive_seed(seed, "initial user weight") % 2**63), features, latent).numpy()
 
 
@@ -180,6 +193,11 @@ class NFedGNN(Plan):
     Config = NFedGNNConfig
     clients_field = "users"
     uploads_activations = True  # every h_i: clients refuse less noise than their --min-dp-sigma
+
+    @property
+    def seeded_randomness(self) -> bool:
+        """Whether users draw their W^(0) and dropout masks from the run seed (clients refuse it by default, NF-INIT)."""
+        return self.config.user_randomness == "run_seed"
 
     def client_ids(self) -> list[int]:
         c = self.config
@@ -318,16 +336,34 @@ class NFedGNN(Plan):
 
     # -- user ---------------------------------------------------------------------------------
 
+    def user_draws(self, ctx: ClientContext) -> Callable[..., np.ndarray]:
+        """``draws(count, *labels)``: uniforms in (0, 1) for the user's W^(0) and dropout masks.
+        By default its own AES-CTR stream under fresh OS keys (``ctx.noise``, as DP noise: the
+        client's --reproducible-randomness opt-in derives them from the run seed), so the server
+        cannot regenerate W^(0) and invert round 0's latents (NF-INIT); with
+        ``user_randomness=run_seed``, the run seed's generator."""
+        if self.seeded_randomness:
+            return lambda count, *labels: ctx.rng(*labels).random(count)
+        return ctx.noise("user randomness").uniform
+
+    def initial_weight(self, draws: Callable[..., np.ndarray], features: int) -> np.ndarray:
+        """The user's W^(0) (F, d): its own Glorot draw, or the seeded one every user shares."""
+        d = self.config.latent_size
+        if self.seeded_randomness:
+            return initial_user_weight(self.seed, features, d)
+        return glorot_from_uniforms(draws(features * d, "initial weight"), features, d)
+
     def client(self, ctx: ClientContext):
         c = self.config
         x = ctx.data
         fedavg = c.user_weights == "fedavg"
-        user = NodeUser(x, initial_user_weight(self.seed, x.shape[0], c.latent_size), lr=c.model_lr, weight_decay=c.weight_decay,
-                        dropout=c.model_dropout, all_rows=fedavg)
+        draws = self.user_draws(ctx)
+        user = NodeUser(x, self.initial_weight(draws, x.shape[0]), lr=c.model_lr, weight_decay=c.weight_decay, dropout=c.model_dropout,
+                        all_rows=fedavg)
         hook = self.privacy_hook(ctx)
         for r in range(c.rounds):
             tensors = {"h_eval": user.latent()[None]} if self.evaluates(r) else {}
-            tensors["h"] = user.latent(ctx.rng("dropout", r))[None]
+            tensors["h"] = user.latent(draws(x.shape[0], "dropout", r))[None]
             yield ctx.upload("h", tensors, hook)  # A1 5-6
             user.step((yield ctx.receive("dL/dh"))["grad"][0])  # A1 11-12
             if fedavg:

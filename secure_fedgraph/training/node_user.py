@@ -24,6 +24,13 @@ def glorot_rows(generator: torch.Generator, rows: int, columns: int) -> torch.Te
     return torch.rand(rows, columns, generator=generator) * (2 * bound) - bound
 
 
+def glorot_from_uniforms(uniforms: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    """The same Glorot-uniform law as :func:`glorot_rows`, from ``rows * columns`` uniforms in
+    (0, 1) (a user's own cryptographic draws: its W^(0) is then its own secret), float32."""
+    bound = (6.0 / (rows + columns)) ** 0.5
+    return ((np.asarray(uniforms, dtype=np.float64).reshape(rows, columns) * 2.0 - 1.0) * bound).astype(np.float32)
+
+
 class Adam:
     """torch.optim.Adam's update (defaults betas (0.9, 0.999), eps 1e-8, L2 ``weight_decay``
     added to the gradient, no amsgrad) on one float32 array, with its own moments and step."""
@@ -48,10 +55,11 @@ class Adam:
         self.param -= np.float32(step_size) * (self.exp_avg / denominator)
 
 
-def dropout_keep(rng: np.random.Generator, features: int, dropout: float) -> np.ndarray:
-    """The entries of x_i a training latent keeps (F,) bool: a draw per feature, so the same mask
-    whatever rows a user holds (and the server, which knows the run seed, can draw it too)."""
-    return rng.random(features) >= dropout
+def dropout_keep(uniforms: np.ndarray, dropout: float) -> np.ndarray:
+    """The entries of x_i a training latent keeps (F,) bool, from one uniform per feature: the
+    same mask whatever rows a user holds. Whoever can draw the uniforms can draw the mask: the
+    user's own randomness by default (papers/nfedgnn.py ``user_randomness``)."""
+    return np.asarray(uniforms) >= dropout
 
 
 class NodeUser:
@@ -77,14 +85,14 @@ class NodeUser:
         self.optimiser = Adam(self.weight, lr=lr, weight_decay=weight_decay)
         self._input: np.ndarray | None = None
 
-    def latent(self, rng: np.random.Generator | None = None) -> np.ndarray:
-        """h_i (d,): with ``rng``, x_i's entries dropped at ``dropout`` (the rest scaled up, as
-        F.dropout does) for a training step that :meth:`step` then completes; without, the
-        evaluation latent x_i W_i."""
+    def latent(self, uniforms: np.ndarray | None = None) -> np.ndarray:
+        """h_i (d,): with ``uniforms`` (F,) in (0, 1), x_i's entries dropped at ``dropout`` (the
+        rest scaled up, as F.dropout does) for a training step that :meth:`step` then completes;
+        without, the evaluation latent x_i W_i."""
         values = self.values
-        if rng is not None:
+        if uniforms is not None:
             if self.dropout > 0:
-                values = values * dropout_keep(rng, self.features, self.dropout)[self.rows] / np.float32(1.0 - self.dropout)
+                values = values * dropout_keep(uniforms, self.dropout)[self.rows] / np.float32(1.0 - self.dropout)
             self._input = values
         return values @ self.weight
 

@@ -82,7 +82,7 @@ def test_the_decoders_round_zero_model_is_exact(tmp_path):
     from secure_fedgraph.audit.attacks.nfedgnn import round_zero_matrix
     from secure_fedgraph.audit.replay import load_run
 
-    run = _run(tmp_path / "run", users=40, **NOISED, seed=7)
+    run = _run(tmp_path / "run", users=40, **NOISED, seed=7, user_randomness="run_seed")
     view = load_run(run / "transcript.bin", _clients(run))
     context = AttackContext(view, data_dir=PLANETOID_DIR)
     for upload in (u for u in view.uploads if u.round == 0):
@@ -94,7 +94,8 @@ def test_the_decoders_round_zero_model_is_exact(tmp_path):
 
 
 def test_dp_noise_stops_word_recovery_and_link_inference_from_the_latents(tmp_path, monkeypatch):
-    """Run sigma 1 (clip 0.05) and audit it with the attacks. The decoder's top-k words are no
+    """Against a server that knows W^(0) (the users drew it from the run seed, NF-INIT's weaker
+    opt-in), run sigma 1 (clip 0.05) and audit it with the attacks. The decoder's top-k words are no
     better than the public slice's most frequent words and the latents' similarity tells edges
     from non-edges no better than a coin, while the same attacks on the clean latents (the
     client transcripts) do clearly better; with the DP hook switched off, both succeed on the
@@ -103,7 +104,7 @@ def test_dp_noise_stops_word_recovery_and_link_inference_from_the_latents(tmp_pa
     found = []
 
     def attack() -> bool:
-        report = _audit(_run(tmp_path / next(runs), **NOISED), attacks=True)
+        report = _audit(_run(tmp_path / next(runs), **NOISED, user_randomness="run_seed"), attacks=True)
         words, links = (next(a for a in report.attacks if a.name == name) for name in ("words of x_i recovered from h_i", "link inference from h_i"))
         found.append((words, links))
         return words.errors["attack on the uploads"] > 1.3 * words.errors[GUESS] or links.errors["attack on the uploads"] > 0.7
@@ -116,3 +117,21 @@ def test_dp_noise_stops_word_recovery_and_link_inference_from_the_latents(tmp_pa
     assert 0 < words.details["epsilon"] < 30 and words.details["public_clients"] == USERS // 4
     assert links.errors["attack on the uploads"] < 0.62 and links.errors["no-DP reference (clean h_i)"] > 0.7, links.summary
     assert open_links.errors["attack on the uploads"] > 0.7 and links.details["edges"] == 134, open_links.summary
+
+
+def test_private_randomness_stops_word_recovery_without_any_noise(tmp_path, monkeypatch):
+    """NF-INIT: no DP at all. With the users' own W^(0) and masks (the default) the decoder's
+    words are no better than the public slice's most frequent words, and the audit says its A_i
+    is a guess; with the users drawing them from the run seed, the decoder recovers words."""
+    runs = iter(("private", "seeded"))
+    found = []
+
+    def attack() -> bool:
+        report = _audit(_run(tmp_path / next(runs)), attacks=True)
+        found.append(next(a for a in report.attacks if a.name == "words of x_i recovered from h_i"))
+        return found[-1].errors["attack on the uploads"] > 1.3 * found[-1].errors[GUESS]
+
+    defence_stops(attack, monkeypatch, NFedGNN, "seeded_randomness", property(lambda self: True))
+    private, seeded = found
+    assert private.errors["attack on the uploads"] < 1.1 * private.errors[GUESS], private.summary
+    assert "NF-INIT" in private.summary and "NF-INIT" not in seeded.summary

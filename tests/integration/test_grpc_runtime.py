@@ -368,23 +368,43 @@ def test_a_client_keeps_its_own_dp_minimum_whatever_the_server_announces(start_s
 def test_nfedgnn_over_grpc_equals_the_in_process_run(start_server, user_weights, backend):
     """nFedGNN's users (one per node) hosted by two client processes: their latents up, their
     gradients down, and (FedAvg'ed variant) the secure average of their W_i give the in-process
-    numbers bit for bit; the per-user variant runs no key set-up at all."""
+    numbers bit for bit; the per-user variant runs no key set-up at all. The users' private W^(0)
+    and dropout masks come from the run seed here only because every client opted in."""
     from secure_fedgraph.papers import NFedGNN
     from secure_fedgraph.papers.nfedgnn import NFedGNNConfig
 
     options = dict(rounds=2, laplacian=0.01, user_weights=user_weights)
     data = ("--data-dir", str(PLANETOID_DIR))
     run = start_server(clients=12, plan="nfedgnn", backend=backend, plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=data)
-    clients = [run.client(ids, "--min-dp-sigma", "0", *data) for ids in ("0-5", "6-11")]  # no DP: an explicit opt-in on every client
+    # no DP: an explicit opt-in on every client; the users' own W^(0) and masks from the run seed: the test-only opt-in
+    clients = [run.client(ids, "--min-dp-sigma", "0", "--reproducible-randomness", *data) for ids in ("0-5", "6-11")]
     _, metrics = run.finish()
     for process in clients:
         assert process.wait(timeout=60) == 0, process.stdout.read()
-    local = simulate(NFedGNN(NFedGNNConfig(users=12, **options)), SecureSumConfig(backend=Backend(backend)), data_dir=PLANETOID_DIR).metrics
+    local = simulate(NFedGNN(NFedGNNConfig(users=12, **options)), SecureSumConfig(backend=Backend(backend)), data_dir=PLANETOID_DIR,
+                     reproducible_noise=True).metrics
     numbers = lambda m: [(r["train_loss"], r["val_acc"]) for r in m["rounds"]] + [m["val_acc"]]  # noqa: E731
     assert numbers(metrics) == numbers(local)
     assert metrics["elements_by_phase"] == local["elements_by_phase"]
     assert ("fedavg" in metrics["elements_by_phase"]) == (user_weights == "fedavg")
     assert (metrics["key_setup"] in ({}, None)) == (user_weights == "own")
+
+@needs_planetoid
+def test_a_user_refuses_a_run_that_seeds_its_initial_weights_unless_it_opted_in(start_server):
+    """threat_model.md NF-INIT over real processes: the server announces user_randomness=run_seed;
+    users started without --allow-seeded-randomness refuse the Welcome naming the option, the
+    ones that opted in run."""
+    data = ("--data-dir", str(PLANETOID_DIR))
+    run = start_server(clients=6, plan="nfedgnn", backend="mask", plan_options=("rounds=1", "user_randomness=run_seed"), extra=data)
+    willing = run.client("0-3", "--min-dp-sigma", "0", "--allow-seeded-randomness", *data)
+    careful = run.client("4-5", "--min-dp-sigma", "0", *data)
+    _, metrics = run.finish()
+    assert willing.wait(timeout=60) == 0
+    careful_output = careful.communicate(timeout=60)[0]
+    assert careful.returncode != 0
+    assert "user_randomness=run_seed" in careful_output and "(--allow-seeded-randomness)" in careful_output
+    assert metrics["clients_finished"] == 4 and set(metrics["dropped"]) == {"4", "5"}
+
 
 def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon(start_server):
     """threat_model.md DDP-FLOOR over real processes: fedavg-vector with distributed DP of

@@ -4,6 +4,8 @@ and DP noise goes on every h_i before it leaves, accounted per user."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from secure_fedgraph.privacy import USER_FEATURES, rdp_epsilon
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import tensors_of
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.node_classification import laplacian_penalty, normalise_rows
@@ -58,7 +61,8 @@ def _reference_losses(plan: NFedGNN) -> list[float]:
 
 @pytest.mark.parametrize("model,user_weights,users", [("gcn", "own", 160), ("gat", "own", 150), ("gcn", "fedavg", 150)])
 def test_rounds_equal_the_split_model_trained_directly(model, user_weights, users):
-    config = NFedGNNConfig(users=users, rounds=3, model=model, user_weights=user_weights, dropout=0.0, laplacian=0.01)
+    config = NFedGNNConfig(users=users, rounds=3, model=model, user_weights=user_weights, dropout=0.0, laplacian=0.01,
+                           user_randomness="run_seed")  # every user starts from the seeded W^(0), as the reference does
     result = simulate(NFedGNN(config), PLAIN, data_dir=PLANETOID_DIR)
     got = [row["train_loss"] for row in result.metrics["rounds"]]
     np.testing.assert_allclose(got, _reference_losses(NFedGNN(config)), rtol=1e-5)
@@ -112,19 +116,67 @@ def test_dp_noise_is_applied_before_upload_and_accounted():
     assert "privacy" not in plain.metrics
 
 
-def test_attack_matching_a_users_first_latent_to_candidate_feature_vectors(monkeypatch):
-    """The server knows W^(0) (it follows from the run seed) and, say, the set of feature vectors
-    but not whose is whose: without noise, x_i W^(0) names its owner; with DP it does not."""
-    users = 160
+def _named_by_their_first_latent(result, users: int = 160) -> int:
+    """The matching attack: the server holds the set of feature vectors but not whose is whose,
+    and computes each one's x W^(0) with the W^(0) it derives from the run seed; a user's first
+    evaluation latent names its owner when it lies nearest to its own candidate."""
     plan = NFedGNN(NFedGNNConfig(users=users))
     candidates = np.stack([plan.load_client_data(i, PLANETOID_DIR) for i in range(users)]) @ initial_user_weight(0, 1433, 16)
+    first = {c: t["h_eval"][0] for c, name, t in _uploads(result) if name == "h" and "h_eval" in t}
+    return sum(int(np.argmin(np.linalg.norm(candidates - h, axis=1)) == c) for c, h in first.items())
+
+
+def test_attack_matching_a_users_first_latent_to_candidate_feature_vectors(monkeypatch):
+    """NF-DP, against a server that knows W^(0) (users drawing it from the run seed): without
+    noise, x_i W^(0) names its owner; with DP it does not."""
+    defence_stops(lambda: _named_by_their_first_latent(_run(rounds=1, dp_sigma=1.0, dp_clip=0.05, user_randomness="run_seed")) > 0.9 * 160,
+                  monkeypatch, NFedGNN, "privacy_hook", lambda self, ctx: None)
+
+
+def test_attack_a_server_inverting_first_latents_with_the_w0_it_derives_from_the_run_seed(monkeypatch):
+    """NF-INIT, without any DP: each user draws its own W_i^(0) and dropout masks (fresh OS
+    randomness), so the server's W^(0) from the run seed matches nobody's; with the users
+    drawing them from the run seed instead, the server names nearly every user."""
+    named = []
 
     def attack() -> bool:
-        first = {c: t["h_eval"][0] for c, name, t in _uploads(_run(rounds=1, dp_sigma=1.0, dp_clip=0.05)) if name == "h" and "h_eval" in t}
-        named = sum(int(np.argmin(np.linalg.norm(candidates - h, axis=1)) == c) for c, h in first.items())
-        return named > 0.9 * users
+        named.append(_named_by_their_first_latent(_run(rounds=1)))
+        return named[-1] > 0.9 * 160
 
-    defence_stops(attack, monkeypatch, NFedGNN, "privacy_hook", lambda self, ctx: None)
+    defence_stops(attack, monkeypatch, NFedGNN, "seeded_randomness", property(lambda self: True))
+    assert named[0] < 10  # about one in 160 by chance
+
+
+def test_a_user_refuses_seeded_randomness_unless_it_opted_in(monkeypatch):
+    """NF-INIT against a deviating server: it announces user_randomness=run_seed to clients that
+    did not start with --allow-seeded-randomness. The Welcome check refuses it; without the
+    check the users would draw W^(0) from the run seed and the server would name them."""
+    announced = NFedGNN(NFedGNNConfig(users=160, rounds=1, user_randomness="run_seed"))
+    policy = ClientPolicy(min_dp_sigma=0.0, backends=frozenset({Backend.PLAIN}))
+
+    def attack() -> bool:
+        policy.check_run(PLAIN, n_run=160, uploads_activations=True, dp_sigma=0.0, seeded_randomness=announced.seeded_randomness)
+        return _named_by_their_first_latent(simulate(announced, PLAIN, data_dir=PLANETOID_DIR, record=True)) > 0.9 * 160
+
+    with pytest.raises(ProtocolError, match=r"user_randomness=run_seed.*\(--allow-seeded-randomness\)"):
+        policy.check_run(PLAIN, n_run=160, seeded_randomness=True)
+    dataclasses.replace(policy, allow_seeded_randomness=True).check_run(PLAIN, n_run=160, seeded_randomness=True)  # the opt-in: accepted
+    defence_stops(attack, monkeypatch, ClientPolicy, "check_run", lambda self, config, **kw: None)
+
+
+def test_a_users_private_draws_differ_between_users_and_repeat_only_when_reproducible():
+    """Private randomness: every user's W^(0) is its own (not the seeded one, not a neighbour's);
+    two runs differ, unless the clients opted into reproducible randomness, which repeats them."""
+    from secure_fedgraph.protocol.engine import ClientContext
+
+    plan = NFedGNN(NFedGNNConfig(users=4))
+    weights = [plan.initial_weight(plan.user_draws(ClientContext(c, 0)), 1433) for c in (0, 1, 0)]
+    assert not np.allclose(weights[0], weights[1]) and not np.allclose(weights[0], weights[2])
+    assert not np.allclose(weights[0], initial_user_weight(0, 1433, 16))
+    bound = (6.0 / (1433 + 16)) ** 0.5
+    assert np.abs(weights[0]).max() <= bound and abs(float(weights[0].std()) - bound / 3**0.5) < 0.01 * bound  # Glorot-uniform
+    same = [plan.initial_weight(plan.user_draws(ClientContext(0, 0, reproducible_noise=True)), 1433) for _ in range(2)]
+    np.testing.assert_array_equal(same[0], same[1])
 
 
 def test_bad_options_are_refused_with_their_name():

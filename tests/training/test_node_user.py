@@ -35,7 +35,7 @@ def test_keeping_only_the_used_rows_is_exact(dropout):
     full = NodeUser(x, w0, lr=0.1, weight_decay=5e-4, dropout=dropout, all_rows=True)
     assert sparse.weight.shape == (3, 4) and full.weight.shape == (40, 4)
     for r in range(20):
-        h_sparse, h_full = sparse.latent(np.random.default_rng(r)), full.latent(np.random.default_rng(r))
+        h_sparse, h_full = sparse.latent(np.random.default_rng(r).random(sparse.features)), full.latent(np.random.default_rng(r).random(full.features))
         np.testing.assert_allclose(h_sparse, h_full, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(sparse.latent(), full.latent(), rtol=1e-5, atol=1e-6)
         grad = rng.normal(size=4).astype(np.float32)

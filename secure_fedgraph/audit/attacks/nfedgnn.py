@@ -5,11 +5,12 @@ and upload, noised with ``dp_sigma`` > 0.
   server-side decoder from a user's round-0 latents back to its feature vector x_i (Cora's
   bag of words, row-normalised by the user), with a prior from the public slice (its users'
   x_i) and scored on the other users. The input is round 0's pair, the latents whose map from
-  x_i the server knows exactly: the
-  dropout-free ``h_eval`` is exactly x_i W^(0), and the training ``h`` is x_i's entries kept
-  by a mask, times W^(0); the server knows W^(0) (``initial_user_weight``) and every user's
-  masks (``ctx.rng``), both from the run seed, so the pair is x_i A_i + noise with a known A_i
-  (F x 2d). Every later latent is x_i times a W_i the user has trained and the server does not
+  x_i the server knows exactly when the users drew W^(0) and their masks from the run seed
+  (``user_randomness=run_seed``): the dropout-free ``h_eval`` is exactly x_i W^(0), and the
+  training ``h`` is x_i's entries kept by a mask, times W^(0); the server computes W^(0)
+  (``initial_user_weight``) and every user's masks (``ctx.rng``) from the run seed, so the pair
+  is x_i A_i + noise with a known A_i (F x 2d). By default each user draws both from its own
+  randomness (NF-INIT) and the server's A_i is a guess: the attack then measures that guess. Every later latent is x_i times a W_i the user has trained and the server does not
   know. The decoder is the posterior mean of x_i under a Gaussian prior with the public
   slice's mean and shrunk covariance (:class:`LinearDecoder`), the noise's variance measured on
   the public slice's uploads. (A small MLP fitted on the public slice's latents, as for CNFGNN,
@@ -76,8 +77,10 @@ SHRINK = 0.9  # the prior's covariance: 90% its diagonal, 10% the public slice's
 
 def round_zero_matrix(plan: Any, user: int, features: int) -> np.ndarray:
     """A_i (F, 2d): round 0's uploads are exactly x_i A_i = [x_i W^(0), drop(x_i) W^(0)] before
-    the DP hook. The server knows W^(0) (``initial_user_weight``, from the run seed) and the
-    user's round-0 dropout mask (drawn from the run seed, as the user's own ``ctx.rng``)."""
+    the DP hook when the users drew W^(0) and their masks from the run seed
+    (``user_randomness=run_seed``): the server can then compute both (``initial_user_weight``,
+    the user's ``ctx.rng``). With the default private randomness this is the server's guess,
+    and a wrong one (NF-INIT)."""
     from secure_fedgraph.papers.nfedgnn import initial_user_weight
     from secure_fedgraph.protocol.engine import client_rng
     from secure_fedgraph.training.node_user import dropout_keep
@@ -85,7 +88,7 @@ def round_zero_matrix(plan: Any, user: int, features: int) -> np.ndarray:
     c = plan.config
     w0 = initial_user_weight(plan.seed, features, c.latent_size).astype(np.float64)
     p = c.model_dropout
-    keep = dropout_keep(client_rng(plan.seed, user, "dropout", 0), features, p) / (1.0 - p) if p > 0 else np.ones(features)
+    keep = dropout_keep(client_rng(plan.seed, user, "dropout", 0).random(features), p) / (1.0 - p) if p > 0 else np.ones(features)
     return np.concatenate([w0, keep[:, None] * w0], axis=1)
 
 
@@ -122,6 +125,7 @@ class _Decoded:
         truth = {c: np.asarray(context.client_data(c), np.float64) for c in public + private}
         x_public, self.x_private = np.stack([truth[c] for c in public]), np.stack([truth[c] for c in private])
         self.sigma, self.epsilon = _noise(context)
+        self.seeded = bool(context.plan.seeded_randomness)
         matrices = {c: round_zero_matrix(context.plan, c, x_public.shape[1]) for c in public + private}
 
         def noise_of(latents: dict[int, np.ndarray]) -> float:
@@ -148,7 +152,8 @@ class _Decoded:
 
     def details(self, **more: Any) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "sigma": self.sigma, "public_clients": len(self.public), "private_clients": len(self.private),
-                "input": "round 0's h_eval (x_i W^(0)) and h (dropped x_i times W^(0))", "noise_variance": self.noise, **more}
+                "input": "round 0's h_eval (x_i W^(0)) and h (dropped x_i times W^(0))", "noise_variance": self.noise,
+                "users_w0": "seeded: the server's A_i is exact" if self.seeded else "private: the server's A_i is the seeded guess (NF-INIT)", **more}
 
 
 def top_k_precision(scores: np.ndarray, truth: np.ndarray) -> float:
@@ -182,6 +187,8 @@ class _RoundZeroDecoding(Attack):
         values, summary = self.measure(d)
         if CLEAN in values:
             summary += f"; the same decoder on the clean h_i {self.show(values[CLEAN])}"
+        if not d.seeded:
+            summary += "; the users drew W^(0) and their masks privately, so the server's A_i is a guess (NF-INIT)"
         return AttackResult(self.name, self.claim, summary + f" (epsilon {d.epsilon:.3g}, sigma {d.sigma:g})", self.unit, values,
                             d.details(mean_words=float((d.x_private > 0).sum(axis=1).mean())))
 
