@@ -25,7 +25,10 @@ def run_plan(view: RunView) -> Any:
     if "plan" not in view.cache:
         from secure_fedgraph.papers import plan_class
 
-        view.cache["plan"] = plan_class(view.plan).from_config_json(json.dumps(view.config["plan"]))
+        announced = json.loads(json.dumps(view.config["plan"]))
+        if view.plan == "nfedgnn":  # a Welcome from before the option (every Welcome since names it) drew from the run seed
+            announced["config"].setdefault("user_randomness", "run_seed")
+        view.cache["plan"] = plan_class(view.plan).from_config_json(json.dumps(announced))
     return view.cache["plan"]
 
 

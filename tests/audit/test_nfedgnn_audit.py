@@ -135,3 +135,19 @@ def test_private_randomness_stops_word_recovery_without_any_noise(tmp_path, monk
     private, seeded = found
     assert private.errors["attack on the uploads"] < 1.1 * private.errors[GUESS], private.summary
     assert "NF-INIT" in private.summary and "NF-INIT" not in seeded.summary
+
+
+def test_a_run_recorded_before_user_randomness_existed_is_audited_as_seeded():
+    """Welcomes from before the option did not name it, and those users drew from the run seed:
+    the audit must rebuild that plan (its decoder's A_i is then exact), not today's default."""
+    from types import SimpleNamespace
+
+    from secure_fedgraph.audit.privacy_claims import run_plan
+
+    def view(config: dict) -> SimpleNamespace:
+        return SimpleNamespace(plan="nfedgnn", cache={}, config={"plan": {"plan": "nfedgnn", "config": config}})
+
+    today = json.loads(NFedGNN(NFedGNNConfig()).config_json())["config"]
+    old = {k: v for k, v in today.items() if k != "user_randomness"}
+    assert run_plan(view(old)).seeded_randomness
+    assert not run_plan(view(today)).seeded_randomness
