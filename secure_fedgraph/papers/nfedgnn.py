@@ -80,6 +80,7 @@ class NFedGNNConfig:
         laplacian: lambda of eq. 7 (0: nFedGNN without the regulariser).
         user_weights: "own" (each user's private W_i) or "fedavg" (averaged every round through a secure sum).
         hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``).
+        user_lr: the users' Adam learning rate on their W_i (None: ``lr``, as the paper's one rate).
         eval_every: rounds between evaluations (each costs one more latent per user, and with DP one more release).
         dp_sigma / dp_clip / dp_delta: Gaussian noise multiplier on each uploaded h_i (0: none), its L2 clip, and delta.
         user_randomness: where a user's W_i^(0) and dropout masks come from: "private" (its own
@@ -101,6 +102,7 @@ class NFedGNNConfig:
     heads: int = 8
     dropout: float | None = None
     lr: float | None = None
+    user_lr: float | None = None
     weight_decay: float = 5e-4
     eval_every: int = 1
     dp_sigma: float = 0.0
@@ -126,8 +128,9 @@ class NFedGNNConfig:
         for name in ("laplacian", "weight_decay", "dp_sigma"):
             positive_number(name, getattr(self, name), zero_ok=True)
         positive_number("dp_clip", self.dp_clip)
-        if self.lr is not None:
-            positive_number("lr", self.lr)
+        for name in ("lr", "user_lr"):
+            if getattr(self, name) is not None:
+                positive_number(name, getattr(self, name))
         if self.dropout is not None and not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):
             raise ConfigError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
         if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
@@ -145,6 +148,10 @@ class NFedGNNConfig:
     @property
     def model_lr(self) -> float:
         return PAPER_SETTINGS[self.model]["lr"] if self.lr is None else float(self.lr)
+
+    @property
+    def users_lr(self) -> float:
+        return self.model_lr if self.user_lr is None else float(self.user_lr)
 
 
 @dataclass(frozen=True)
@@ -358,7 +365,7 @@ class NFedGNN(Plan):
         x = ctx.data
         fedavg = c.user_weights == "fedavg"
         draws = self.user_draws(ctx)
-        user = NodeUser(x, self.initial_weight(draws, x.shape[0]), lr=c.model_lr, weight_decay=c.weight_decay, dropout=c.model_dropout,
+        user = NodeUser(x, self.initial_weight(draws, x.shape[0]), lr=c.users_lr, weight_decay=c.weight_decay, dropout=c.model_dropout,
                         all_rows=fedavg)
         hook = self.privacy_hook(ctx)
         for r in range(c.rounds):

@@ -186,6 +186,21 @@ def test_bad_options_are_refused_with_their_name():
         NFedGNNConfig(users=5000)
     with pytest.raises(ConfigError, match="user_weights"):
         NFedGNNConfig(user_weights="shared")
+    with pytest.raises(ConfigError, match="user_lr"):
+        NFedGNNConfig(user_lr=0)
+    with pytest.raises(ConfigError, match="user_randomness"):
+        NFedGNNConfig(user_randomness="seeded")
+
+
+def test_user_lr_steps_the_users_and_leaves_the_servers_rate():
+    """``user_lr`` is the users' Adam rate alone: with dropout off, round 0's loss (the users'
+    W^(0), the server's initial model) is the same, and round 1's differs by the users' step."""
+    losses = {}
+    for user_lr in (None, 0.01):
+        config = NFedGNNConfig(users=40, rounds=2, dropout=0.0, user_randomness="run_seed", user_lr=user_lr)
+        losses[user_lr] = [row["train_loss"] for row in simulate(NFedGNN(config), PLAIN, data_dir=PLANETOID_DIR).metrics["rounds"]]
+    assert losses[None][0] == losses[0.01][0] and losses[None][1] != losses[0.01][1]
+    assert NFedGNNConfig(user_lr=0.01).users_lr == 0.01 and NFedGNNConfig().users_lr == NFedGNNConfig().model_lr == 0.1
 
 
 def test_pubmed_names_its_missing_file():
