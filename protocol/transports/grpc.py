@@ -7,8 +7,8 @@ each client; a request shared by many clients sent once), and waits, up to a dea
 answer frame per client. Every client keeps its own outcome: accepted, rejected or silent.
 
 Frames carry Envelope bytes untouched by gRPC, so our codec (not gRPC's deserializer) decides
-what is malformed and says why. A stream is identified by its TLS certificate (SAN URIs
-``urn:secure-fedgraph:client:<id>``); its first batch holds one Hello per client it speaks for,
+what is malformed and says why. A stream is identified by its TLS certificate (SAN URIs naming
+client ids, secure_fedgraph/identity_uris.py); its first batch holds one Hello per client it speaks for,
 each of which the certificate must name, and a frame naming a client that did not join on that
 stream is ignored. A client that is silent past the deadline, leaves, or sends a malformed
 message is out of the step; a stream that ends or sends a message over the size limit takes its
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import grpc
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.identity_uris import uri_ranges
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.steps import Step, StepOutcome
@@ -44,7 +45,6 @@ from secure_fedgraph.protocol.transports.common import Traffic
 
 SERVICE = "secure_fedgraph.wire.FederatedSession"
 METHOD = f"/{SERVICE}/Session"
-URI_PREFIX = "urn:secure-fedgraph:client:"
 _CLOSE = object()
 
 
@@ -73,16 +73,33 @@ def stream_identity(certified: frozenset[int], hello) -> int | None:
     return hello.client if isinstance(hello, Hello) and hello.client in certified else None
 
 
-def peer_client_ids(context: grpc.ServicerContext) -> frozenset[int]:
-    """The client ids in the peer's verified TLS certificate (SAN URIs; empty without one): one
-    for a client's own certificate, every client it hosts for a host certificate."""
-    auth = context.auth_context()
-    ids = set()
-    for uri in auth.get("x509_subject_alternative_name", []):
-        text = uri.decode(errors="replace")
-        if text.startswith(URI_PREFIX) and text[len(URI_PREFIX) :].isdigit():
-            ids.add(int(text[len(URI_PREFIX) :]))
-    return frozenset(ids)
+@dataclass(frozen=True)
+class Certified:
+    """The client ids a peer's verified TLS certificate names, as inclusive ranges (SAN URIs:
+    one id for a client's own certificate, runs of ids for a host certificate)."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __contains__(self, client: object) -> bool:
+        return isinstance(client, int) and any(lo <= client <= hi for lo, hi in self.ranges)
+
+    def among(self, clients: Collection[int]) -> frozenset[int]:
+        """Those of ``clients`` the certificate names (without listing a range's every id)."""
+        return frozenset(c for c in clients if c in self)
+
+    def __str__(self) -> str:
+        if len(self.ranges) == 1 and self.ranges[0][0] == self.ranges[0][1]:
+            return f"client {self.ranges[0][0]}"
+        return "clients " + ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges)
+
+
+def peer_certified(context: grpc.ServicerContext) -> Certified:
+    """The client ids in the peer's verified TLS certificate (none without one)."""
+    uris = [uri.decode(errors="replace") for uri in context.auth_context().get("x509_subject_alternative_name", [])]
+    return Certified(tuple(uri_ranges(uris)))
 
 
 def named(clients: Collection[int]) -> str:
@@ -203,18 +220,18 @@ class GrpcServerTransport:
 
     # --- the stream handler (one per certificate: a client process, or one logical client) --
     def session(self, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        certified = peer_client_ids(context)
+        certified = peer_certified(context)
         if not certified:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no secure_fedgraph client certificate on this connection")
-        ours = certified & self.expected
+        ours = certified.among(self.expected)
         if not ours:  # before reading anything it sends
-            self.log(f"refused {named(certified)}: not part of this run")
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{named(certified)} {'is' if len(certified) == 1 else 'are'} not part of this run")
+            self.log(f"refused {certified}: not part of this run")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{certified} {'is' if str(certified).startswith('client ') else 'are'} not part of this run")
         if not self.joining:
             self.log(f"refused {named(ours)}: the run had started")
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without {named(ours)}")
         if not self._claim(ours):
-            self.log(f"refused a second stream for the certificate of {named(certified)}")
+            self.log(f"refused a second stream for the certificate of {certified}")
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{named(ours)} already {'holds' if len(ours) == 1 else 'hold'} a stream to this server")
         try:
             yield from self._serve(certified, ours, request_iterator, context)
@@ -242,7 +259,7 @@ class GrpcServerTransport:
         except queue.Empty:
             return None
 
-    def _hellos(self, certified: frozenset[int], ours: frozenset[int], first: bytes | str) -> frozenset[int]:
+    def _hellos(self, certified: Certified, ours: frozenset[int], first: bytes | str) -> frozenset[int]:
         """The clients a stream's first batch joins: one Hello per client, each named by the
         certificate and part of the run.
 
@@ -268,7 +285,7 @@ class GrpcServerTransport:
                               f"the first message must be a Hello, got {type(hello).__name__ if hello else 'a malformed message'}")
             client = stream_identity(ours, hello)
             if client is None:
-                self.log(f"refused a connection: certificate of {named(certified)}, Hello claims {hello.client}")
+                self.log(f"refused a connection: certificate of {certified}, Hello claims {hello.client}")
                 outside = " (not part of this run)" if hello.client in certified else ""
                 raise Refused(grpc.StatusCode.PERMISSION_DENIED,
                               f"this certificate is for {named(ours)}{outside and ' in this run'}, but the Hello claims {hello.client}{outside}")
@@ -279,7 +296,7 @@ class GrpcServerTransport:
             clients.add(client)
         return frozenset(clients)
 
-    def _serve(self, certified: frozenset[int], ours: frozenset[int], request_iterator: Iterator[bytes],
+    def _serve(self, certified: Certified, ours: frozenset[int], request_iterator: Iterator[bytes],
                context: grpc.ServicerContext) -> Iterator[bytes]:
         connection = HostConnection(self._inbox())
         hello_box: queue.Queue = queue.Queue(maxsize=1)

@@ -8,7 +8,8 @@ server relays the participants' certificates to every client, which checks each 
 the CA before trusting its identity key: a server that swaps an identity key is caught
 (threat_model.md R-PKI). TLS keys are ECDSA P-256 (what every TLS stack accepts).
 
-A host certificate (CN ``host <ids>``, one SAN URI per client id, no identity key) lets one
+A host certificate (CN ``host <ids>``, one SAN URI ``urn:secure-fedgraph:clients:<lo>-<hi>`` per
+contiguous run of its ids, no identity key) lets one
 client process speak for every client it names on one connection (threat_model.md R-HOST); each
 of those clients still signs with its own identity key, whose certificate the Welcome relays.
 """
@@ -30,10 +31,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.identity_uris import URI_PREFIX, range_uris, uri_ranges
 
 # A UUID-derived OID (the 2.25 arc needs no registration) for the Ed25519 identity extension.
 IDENTITY_OID = x509.ObjectIdentifier("2.25.181402545102683785924541733412287367529")
-URI_PREFIX = "urn:secure-fedgraph:client:"
 VALIDITY_DAYS = 30
 
 
@@ -114,11 +115,6 @@ class _Issuer:
         return builder.sign(self.key, hashes.SHA256())
 
 
-def _client_extensions(ids: Sequence[int]) -> list:
-    return [(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(f"{URI_PREFIX}{c}") for c in ids]), False),
-            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False)]
-
-
 def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str, ...] = ("localhost",), server_ips: tuple[str, ...] = ("127.0.0.1",),
               hosts: Mapping[str, Sequence[int]] | None = None) -> KeyDirectory:
     """Make a CA, a server certificate, and a certificate plus identity key per client; and a
@@ -153,8 +149,11 @@ def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str,
     for client in range(clients):
         tls_key = ec.generate_private_key(ec.SECP256R1())
         identity = IdentityKey.generate()
-        cert = issuer.issue(f"client-{client}", tls_key.public_key(),
-                            [*_client_extensions([client]), (x509.UnrecognizedExtension(IDENTITY_OID, identity.public_bytes), False)])
+        cert = issuer.issue(f"client-{client}", tls_key.public_key(), [
+            (x509.SubjectAlternativeName([x509.UniformResourceIdentifier(f"{URI_PREFIX}{client}")]), False),
+            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False),
+            (x509.UnrecognizedExtension(IDENTITY_OID, identity.public_bytes), False),
+        ])
         _write(keys.client_key(client), _pem_key(tls_key), secret=True)
         _write(keys.client_cert(client), cert.public_bytes(serialization.Encoding.PEM), secret=False)
         _write(keys.identity_key(client), identity.private_bytes(), secret=True)
@@ -163,10 +162,22 @@ def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str,
     return keys
 
 
-# SAN URIs in one host certificate. Measured over gRPC's TLS: 3,000 ids (a 97 KB certificate)
-# connect, 3,200 fail the handshake with EXCESSIVE_MESSAGE_SIZE (BoringSSL's ~100 KB cap on a
-# peer's certificate list); more clients than this take more processes.
-MAX_HOST_IDS = 3000
+# A host certificate names its clients as ranges (secure_fedgraph/identity_uris.py), so it stays small
+# whatever it hosts. Measured over gRPC's TLS: a client certificate above about 8 KB (one URI per id,
+# from about 260 ids) fails the handshake (SSL_ERROR_WANT_WRITE in the server's TLS layer) up to
+# about 64 KB, where it passes again.
+MAX_HOST_RANGES = 64  # contiguous runs of ids in one host certificate (about 40 bytes each)
+
+
+def id_runs(ids: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted ids as contiguous runs (lo, hi), inclusive."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
 
 
 def issue_host(root: str | os.PathLike, *, label: str, ids: Sequence[int]) -> Path:
@@ -183,25 +194,29 @@ def issue_host(root: str | os.PathLike, *, label: str, ids: Sequence[int]) -> Pa
 
 
 def _issue_host(keys: KeyDirectory, issuer: _Issuer, label: str, ids: Sequence[int]) -> Path:
-    if not ids or len(ids) > MAX_HOST_IDS:
-        raise ConfigError(f"a host certificate names 1 to {MAX_HOST_IDS} client ids, got {len(ids)} for {label!r}; split the ids over more "
-                          "processes")
+    runs = id_runs(ids)
+    if not runs or len(runs) > MAX_HOST_RANGES or runs[0][0] < 0:
+        raise ConfigError(f"a host certificate names 1 to {MAX_HOST_RANGES} ranges of non-negative client ids, got {len(runs)} for {label!r}; "
+                          "host contiguous ids in each process")
     keys.host_cert(label).parent.mkdir(parents=True, exist_ok=True)
     tls_key = ec.generate_private_key(ec.SECP256R1())
-    cert = issuer.issue(f"host {label}", tls_key.public_key(), _client_extensions(sorted(ids)))
+    uris = [x509.UniformResourceIdentifier(uri) for uri in range_uris(runs)]
+    cert = issuer.issue(f"host {label}", tls_key.public_key(), [(x509.SubjectAlternativeName(uris), False),
+                                                                (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False)])
     _write(keys.host_key(label), _pem_key(tls_key), secret=True)
     _write(keys.host_cert(label), cert.public_bytes(serialization.Encoding.PEM), secret=False)
     return keys.host_cert(label)
 
 
 def host_ids(cert_pem: bytes) -> frozenset[int]:
-    """The client ids a certificate names (SAN URIs): what a stream holding it may speak for."""
+    """The client ids a certificate names (its SAN URIs, single ids and ranges): what a stream
+    holding it may speak for."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     try:
         uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.UniformResourceIdentifier)
     except x509.ExtensionNotFound:
         return frozenset()
-    return frozenset(int(u[len(URI_PREFIX):]) for u in uris if u.startswith(URI_PREFIX) and u[len(URI_PREFIX):].isdigit())
+    return frozenset(c for lo, hi in uri_ranges(uris) for c in range(lo, hi + 1))
 
 
 def verify_issuer(cert: x509.Certificate, ca: x509.Certificate) -> None:
