@@ -19,7 +19,11 @@ Measured, per transport:
 - peak RSS of each process, exact (``ru_maxrss`` from ``os.wait4`` as the benchmark reaps it),
   and the threads and open files at their sampled peak;
 - CPU seconds of the server and the clients, and the cores other work kept busy (the machine
-  may be shared: seconds are then upper bounds).
+  may be shared: seconds are then upper bounds);
+- bytes down: on the wire (the streams' batches) and as the clients received them (a body a
+  host's users share, the Welcome with its n certificates, counted once per user); the
+  Welcome step's seconds; the streams the server served; the final accuracies, which are the
+  same on both transports.
 
 Run:
     .venv/bin/python benchmarks/nfedgnn_round.py --data-dir ../shared/data | tee benchmarks/results-nfedgnn_round.txt
@@ -64,6 +68,8 @@ def _row(transport: str, metrics: dict, watched: list[Watched], total: float, bu
         "total_seconds": total, "projected_200_rounds_seconds": (join or 0.0) + seconds[0] + 199 * median,
         "bytes_up_total": metrics["bytes_up_total"], "bytes_down_total": metrics["bytes_down_total"],
         "wire_bytes_down_total": metrics.get("wire_bytes_down_total"), "welcome_bytes_down": metrics.get("bytes_down_by_stage", {}).get("welcome"),
+        "welcome_seconds": metrics.get("wall_seconds_by_stage", {}).get("welcome"), "streams": metrics.get("streams"),
+        "val_acc": metrics.get("val_acc"), "test_acc": metrics.get("test_acc"),  # the same numbers on both transports (seeded, no DP)
         "dropped": len(metrics["dropped"]), "dropped_example": next(iter(metrics["dropped"].items()), None), "key_setup": metrics.get("key_setup") or None,
         "processes": [{"name": w.name, "exit": w.process.returncode, "peak_rss_bytes": w.peak_rss_bytes, "threads_peak": w.peak_threads,
                        "open_files_peak": w.peak_open_files, "cpu_seconds": w.cpu_seconds} for w in watched],

@@ -201,6 +201,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
         **traffic_summary(traffic, ctx),
         round_log=rounds.rows,
         events=events + role.log,
+        streams=transport.stream_count(),  # one per client process with a host certificate
         inbox_peak_bytes={str(c): held for c, held in transport.peak_inbox_bytes().items()},  # R-FLOOD: at most queue_depth messages each
         **({"resumed": resumptions} if resumptions else {}),
         **options.extra,

@@ -377,6 +377,10 @@ class GrpcServerTransport:
             self.joining = False
             return sorted(self.connections)
 
+    def stream_count(self) -> int:
+        """How many streams the joined clients came on (one per host certificate, else one each)."""
+        return len({id(connection) for connection in self.connections.values()})
+
     def peak_inbox_bytes(self) -> dict[int, int]:
         """Per joined client, the most bytes the inbox of its stream held at once (metrics; R-FLOOD)."""
         return {c: connection.inbox.peak_bytes for c, connection in sorted(self.connections.items())}

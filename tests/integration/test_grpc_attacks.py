@@ -3,6 +3,7 @@ the server's transport running in this process so one defence can be switched of
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent import futures
@@ -20,6 +21,30 @@ from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTra
 from tests.helpers import defence_stops
 
 
+@contextlib.contextmanager
+def _transport_server(keys, *, step_timeout_s: float):
+    """The server's transport behind a real TLS port on 127.0.0.1: yields (transport, port)."""
+    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((make_server_handler(transport),))
+    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
+                                              root_certificates=keys.ca.read_bytes(), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        yield transport, port
+    finally:
+        transport.close_all()
+        server.stop(0)
+
+
+def _channel(keys, client: int, port: int) -> grpc.Channel:
+    """A TLS channel under client ``client``'s own certificate."""
+    mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
+                                        certificate_chain=keys.client_cert(client).read_bytes())
+    return grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")])
+
+
 def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path):
     """Client 1, holding its own valid certificate, opens a stream whose Hello claims to be
     client 0. A stream speaks for its certificate's client: the server refuses it, and client
@@ -28,25 +53,12 @@ def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path)
     keys = init_keys(tmp_path / "keys", clients=2)
 
     def attack() -> bool:
-        transport = GrpcServerTransport({0, 1}, step_timeout_s=5)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        server.add_generic_rpc_handlers((make_server_handler(transport),))
-        credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
-                                                  root_certificates=keys.ca.read_bytes(), require_client_auth=True)
-        port = server.add_secure_port("127.0.0.1:0", credentials)
-        server.start()
-        try:
-            mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(1).read_bytes(),
-                                                certificate_chain=keys.client_cert(1).read_bytes())
-            with grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
-                stream = ClientStream(channel, timeout_s=10)
-                stream.send_frames([Frame(0, codec.encode(Hello(0, __version__)))])  # "I am client 0"
-                joined = transport.wait_for_clients(3.0)
-                stream.cancel()
-            return 0 in joined
-        finally:
-            transport.close_all()
-            server.stop(0)
+        with _transport_server(keys, step_timeout_s=5) as (transport, port), _channel(keys, 1, port) as channel:
+            stream = ClientStream(channel, timeout_s=10)
+            stream.send_frames([Frame(0, codec.encode(Hello(0, __version__)))])  # "I am client 0"
+            joined = transport.wait_for_clients(3.0)
+            stream.cancel()
+        return 0 in joined
 
     defence_stops(attack, monkeypatch, transport_module, "stream_identity", lambda certified, hello: hello.client)
 
@@ -62,41 +74,26 @@ def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monk
 
     keys = init_keys(tmp_path / "keys", clients=2)
 
-    def channel(client: int, port: int) -> grpc.Channel:
-        mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
-                                            certificate_chain=keys.client_cert(client).read_bytes())
-        return grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")])
-
     def attack() -> bool:
-        transport = GrpcServerTransport({0, 1}, step_timeout_s=2)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        server.add_generic_rpc_handlers((make_server_handler(transport),))
-        credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
-                                                  root_certificates=keys.ca.read_bytes(), require_client_auth=True)
-        port = server.add_secure_port("127.0.0.1:0", credentials)
-        server.start()
-        try:
-            with channel(0, port) as forger_channel, channel(1, port) as victim_channel:
-                forger, victim = ClientStream(forger_channel, timeout_s=10), ClientStream(victim_channel, timeout_s=10)
-                forger.hello([0], __version__)
-                victim.hello([1], __version__)  # joins, then never answers
-                assert transport.wait_for_clients(5.0) == [0, 1]
-                header = Header(bytes(16), 0, 1, Stage.END, SERVER)
-                step = Step(Stage.END, {0: EndRequest(header, "x"), 1: EndRequest(header, "x")}, lambda c, r: None)
+        with _transport_server(keys, step_timeout_s=2) as (transport, port), _channel(keys, 0, port) as forger_channel, \
+                _channel(keys, 1, port) as victim_channel:
+            forger, victim = ClientStream(forger_channel, timeout_s=10), ClientStream(victim_channel, timeout_s=10)
+            forger.hello([0], __version__)
+            victim.hello([1], __version__)  # joins, then never answers
+            assert transport.wait_for_clients(5.0) == [0, 1]
+            header = Header(bytes(16), 0, 1, Stage.END, SERVER)
+            step = Step(Stage.END, {0: EndRequest(header, "x"), 1: EndRequest(header, "x")}, lambda c, r: None)
 
-                def answer_for_both() -> None:
-                    next(forger.batches())
-                    forger.send_frames([Frame(c, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, c)))) for c in (0, 1)])
+            def answer_for_both() -> None:
+                next(forger.batches())
+                forger.send_frames([Frame(c, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, c)))) for c in (0, 1)])
 
-                threading.Thread(target=answer_for_both, daemon=True).start()
-                outcome = transport.execute(step)
-                forger.cancel()
-                victim.cancel()
-            assert 0 in outcome.accepted
-            return 1 in outcome.accepted
-        finally:
-            transport.close_all()
-            server.stop(0)
+            threading.Thread(target=answer_for_both, daemon=True).start()
+            outcome = transport.execute(step)
+            forger.cancel()
+            victim.cancel()
+        assert 0 in outcome.accepted
+        return 1 in outcome.accepted
 
     defence_stops(attack, monkeypatch, HostConnection, "speaks_for", lambda self, client: True)
 

@@ -385,6 +385,8 @@ def test_nfedgnn_over_grpc_equals_the_in_process_run(start_server, user_weights,
     assert numbers(metrics) == numbers(local)
     assert metrics["elements_by_phase"] == local["elements_by_phase"]
     assert ("fedavg" in metrics["elements_by_phase"]) == (user_weights == "fedavg")
+    # one stream per process (a host certificate each), and a body shared by a host's users (the Welcome) sent once per stream
+    assert metrics["streams"] == 2 and metrics["wire_bytes_down_total"] < metrics["bytes_down_total"]
     assert (metrics["key_setup"] in ({}, None)) == (user_weights == "own")
 
 def test_a_client_keeps_its_own_distributed_dp_floor_and_the_run_reports_epsilon(start_server):
