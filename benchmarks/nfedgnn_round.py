@@ -7,7 +7,9 @@ graph to its first N nodes), ``--rounds`` rounds, evaluating every round. The ba
 in the same invocation on the same machine, is ``secure-fedgraph run nfedgnn``: server and every
 user in one process over the in-process transport (the same collectives, codec and messages,
 no sockets). The gRPC run is one ``server`` and ``--processes`` ``client`` processes on
-127.0.0.1, every user on its own mutually authenticated TLS connection (clients/runtime.py).
+127.0.0.1, each holding one mutually authenticated TLS stream for all its users under a host
+certificate (``keys init --hosts``; clients/runtime.py): per step one batch per process down and
+one up, each user's request and answer its own frame.
 
 Measured, per transport:
 - seconds per round (the server's round lines: upload of h_i, the server's step, scatter of
@@ -17,7 +19,11 @@ Measured, per transport:
 - peak RSS of each process, exact (``ru_maxrss`` from ``os.wait4`` as the benchmark reaps it),
   and the threads and open files at their sampled peak;
 - CPU seconds of the server and the clients, and the cores other work kept busy (the machine
-  may be shared: seconds are then upper bounds).
+  may be shared: seconds are then upper bounds);
+- bytes down: on the wire (the streams' batches) and as the clients received them (a body a
+  host's users share, the Welcome with its n certificates, counted once per user); the
+  Welcome step's seconds; the streams the server served; the final accuracies, which are the
+  same on both transports.
 
 Run:
     .venv/bin/python benchmarks/nfedgnn_round.py --data-dir ../shared/data | tee benchmarks/results-nfedgnn_round.txt
@@ -61,6 +67,9 @@ def _row(transport: str, metrics: dict, watched: list[Watched], total: float, bu
         "round_seconds": seconds, "round_seconds_median": median, "join_seconds": join, "run_seconds": metrics["seconds"],
         "total_seconds": total, "projected_200_rounds_seconds": (join or 0.0) + seconds[0] + 199 * median,
         "bytes_up_total": metrics["bytes_up_total"], "bytes_down_total": metrics["bytes_down_total"],
+        "wire_bytes_down_total": metrics.get("wire_bytes_down_total"), "welcome_bytes_down": metrics.get("bytes_down_by_stage", {}).get("welcome"),
+        "welcome_seconds": metrics.get("wall_seconds_by_stage", {}).get("welcome"), "streams": metrics.get("streams"),
+        "val_acc": metrics.get("val_acc"), "test_acc": metrics.get("test_acc"),  # the same numbers on both transports (seeded, no DP)
         "dropped": len(metrics["dropped"]), "dropped_example": next(iter(metrics["dropped"].items()), None), "key_setup": metrics.get("key_setup") or None,
         "processes": [{"name": w.name, "exit": w.process.returncode, "peak_rss_bytes": w.peak_rss_bytes, "threads_peak": w.peak_threads,
                        "open_files_peak": w.peak_open_files, "cpu_seconds": w.cpu_seconds} for w in watched],
@@ -112,8 +121,8 @@ def over_grpc(args: argparse.Namespace, keys: Path, work: Path, users: int) -> d
 def table(rows: list[dict]) -> str:
     base = next((r for r in rows if r["transport"] == "in-process"), None)
     lines = ["| transport | users | processes | s / round: median (min-max, rounds 1..R-1) | ratio to in-process | join s | round 0 s (with the Welcome) "
-             "| projected 200 rounds | peak RSS MiB per process | threads at peak | CPU s | other work, cores |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| projected 200 rounds | MB down on the wire (per client) | peak RSS MiB per process | threads at peak | CPU s | other work, cores |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         training = r["round_seconds"][1 : r["rounds"]] or r["round_seconds"][:1]
         ratio = f"{r['round_seconds_median'] / base['round_seconds_median']:.2f}x" if base else "—"
@@ -122,7 +131,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['transport']} | {r['users']} | {len(r['processes'])} | {r['round_seconds_median']:.2f} ({min(training):.2f}-{max(training):.2f}) "
             f"| {ratio} | {join} | {r['round_seconds'][0]:.1f} "
-            f"| {r['projected_200_rounds_seconds'] / 60:.1f} min | {rss} "
+            f"| {r['projected_200_rounds_seconds'] / 60:.1f} min | {(r.get('wire_bytes_down_total') or r['bytes_down_total']) / 1e6:,.1f} "
+            f"({r['bytes_down_total'] / 1e6:,.1f}) | {rss} "
             f"| {' / '.join(str(p['threads_peak']) for p in r['processes'])} | {sum(p['cpu_seconds'] or 0 for p in r['processes']):.0f} "
             f"| {r['other_cores_busy']:.2f} |")
     return "\n".join(lines)
@@ -158,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
                 row = in_process(args, work)
             else:
                 began = time.monotonic()
-                keys = init_keys(work / "keys", clients=users).root
+                from secure_fedgraph.clients.ids import parse_ids
+                from secure_fedgraph.runs.launch import id_ranges
+
+                hosts = {label: parse_ids(label) for label in id_ranges(users, args.processes)}
+                keys = init_keys(work / "keys", clients=users, hosts=hosts).root
                 print(json.dumps({"record": "keys", "n": users, "seconds": time.monotonic() - began}), flush=True)
                 row = over_grpc(args, keys, work, users)
             rows.append(row)

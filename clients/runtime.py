@@ -1,16 +1,22 @@
-"""A client process: hosts one or many logical clients, each on its own mutually authenticated
-stream to the server, each with its own identity key, secure-sum role, plan and data.
+"""A client process: hosts one or many logical clients, each with its own identity key,
+secure-sum role, plan and data, over one mutually authenticated stream per certificate: one
+stream for all of them when the keys folder holds a host certificate for exactly these ids
+(``hosts/host-<ids>.pem``, ``keys init --hosts`` / ``keys host``), else one per client under its
+own certificate. Every stream carries batches of frames, each naming its client
+(protocol/transports/batch.py); a dispatcher hands each client its request, at most
+``--parallel`` at a time, and sends their answers back as one batch.
 
-Per logical client: connect with its TLS certificate; send Hello; on Welcome, check the run's
-configuration against this process's own security policy (ClientPolicy: the backends, the
-streaming variant, the survivor floor, the least DP noise on uploaded activations; the
-thresholds and graph are checked again at every key set-up) and every participant's
-certificate against the CA, then build the client's host; answer each request in order until
-the run ends or the stream does.
+Per logical client: on Welcome, check the run's configuration against this process's own
+security policy (ClientPolicy: the backends, the streaming variant, the survivor floor, the
+least DP noise on uploaded activations; the thresholds and graph are checked again at every key
+set-up) and every participant's certificate against the CA (once per process: every client of
+a host receives the same Welcome, sent once), then build the client's host; answer each request
+in order until the run ends, the client is dropped (the server says why), or the stream ends.
+A client whose handling fails leaves the run (its host says so at once) and the others go on.
 
 When the server goes away mid-run (its process died or was stopped: not a refusal or a drop,
-which it says with another status), a client whose plan keeps its state at round boundaries
-reconnects with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
+which it says with another status), the clients whose plan keeps its state at round boundaries
+reconnect with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
 server's Welcome is checked like the first (the whole policy again), and must announce the same
 run, among clients the run started with, under the same identity keys, at a round whose state
 the client kept (protocol/resume.py); the client then starts a new session with new secure-sum
@@ -28,7 +34,8 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +56,9 @@ from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.secure_sum.roles import IdentityDirectory
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
+from secure_fedgraph.protocol.transports.batch import Frame, decode_batch
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
 from secure_fedgraph.resources import ensure_client_files, usage
 
@@ -87,15 +96,28 @@ class ClientOutcome:
     steps: int = 0
 
 
+@dataclass(frozen=True)
+class _Announced:
+    """What one Welcome announces, read once per process (every client of a host receives the same)."""
+
+    config: dict[str, Any]  # the run, without "resume"
+    resume: dict[str, Any] | None
+    secure: Any  # SecureSumConfig
+    plan: Any  # the plan object, shared by this process's clients (as one process shares it in-process)
+    directory: Mapping[int, bytes]  # participant -> identity key, each certificate checked against the CA
+
+
 @dataclass
 class _Shared:
-    """What the logical clients of one process share: the CA and their outcomes."""
+    """What the logical clients of one process share: the CA, the workers that handle requests,
+    their outcomes, and what each Welcome announced."""
 
     ca: bytes
-    working: threading.BoundedSemaphore
+    pool: ThreadPoolExecutor | None = None  # --parallel workers: many hosted clients, a few at work, so memory stays bounded
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
+    announced: dict[Welcome, _Announced | Exception] = field(default_factory=dict)
     said: set[object] = field(default_factory=set)
 
     def once(self, key: object, say: Callable[[str], None], line: str) -> None:
@@ -117,6 +139,38 @@ class _Shared:
                 self.verified[pem] = found
         return found
 
+    def announced_by(self, welcome: Welcome) -> _Announced:
+        """The run ``welcome`` announces, its plan and its participants' identity keys, each
+        certificate checked against the CA (R-PKI): once per process for a Welcome its clients
+        share. Raises what reading it raised, for every client that asks."""
+        with self.lock:
+            found = self.announced.get(welcome)
+        if found is None:
+            try:
+                found = self._read(welcome)
+            except (SecureFedGraphError, ValueError, KeyError, TypeError) as exc:
+                found = exc if isinstance(exc, SecureFedGraphError) else ProtocolError(f"the Welcome's configuration is malformed ({exc})")
+            with self.lock:
+                self.announced[welcome] = found
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _read(self, welcome: Welcome) -> _Announced:
+        config = json.loads(welcome.config_json)
+        resume = config.pop("resume", None)
+        secure = config_from_dict(config["secure_sum"])
+        plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
+        if len(welcome.participants) != len(welcome.certificates):
+            raise ProtocolError("the Welcome's participants and certificates do not match")
+        directory = {}
+        for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
+            cert_client, identity = self.check_certificate(pem)  # the CA vouches for every identity key
+            if cert_client != listed:
+                raise ProtocolError(f"the certificate listed for client {listed} is client {cert_client}'s")
+            directory[listed] = identity
+        return _Announced(config, resume, secure, plan, IdentityDirectory(directory))
+
 
 def stop_reasons(outcomes: dict[int, ClientOutcome]) -> list[str]:
     """One line per distinct reason the hosted clients stopped early, naming who ("clients 0-68:
@@ -128,41 +182,47 @@ def stop_reasons(outcomes: dict[int, ClientOutcome]) -> list[str]:
     return [f"client{'s' if len(ids) > 1 else ''} {format_ids(ids)}: {reason}" for reason, ids in by_reason.items()]
 
 
+@dataclass(frozen=True)
+class _Link:
+    """One stream's certificate, its key, and the clients it speaks for."""
+
+    cert: Path
+    key: Path
+    clients: tuple[int, ...]
+
+
+def links_of(keys: KeyDirectory, ids: Sequence[int]) -> list[_Link]:
+    """The streams of a process hosting ``ids``: one under the host certificate for exactly these
+    ids when the keys folder holds one, else one per client under its own certificate."""
+    label = format_ids(ids)
+    if keys.host_cert(label).is_file():
+        return [_Link(keys.host_cert(label), keys.host_key(label), tuple(ids))]
+    return [_Link(keys.client_cert(c), keys.client_key(c), (c,)) for c in ids]
+
+
 def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -> dict[int, ClientOutcome]:
     """Run every hosted logical client to the end of the run; returns each one's outcome."""
     keys = KeyDirectory(options.keys)
-    keys.require(keys.ca, *(p for c in options.ids for p in (keys.client_cert(c), keys.client_key(c), keys.identity_key(c))))
+    links = links_of(keys, options.ids)
+    keys.require(keys.ca, *(p for link in links for p in (link.cert, link.key)), *(keys.identity_key(c) for c in options.ids))
     torch.set_num_threads(1)  # many logical clients per process; and the same numbers in every process
     if options.parallel < 1:
         raise ConfigError(f"--parallel must be at least 1, got {options.parallel}")
-    ensure_client_files(len(options.ids), transcripts=options.transcript_dir is not None)
-    shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(options.parallel))
+    ensure_client_files(len(links), transcripts=len(options.ids) if options.transcript_dir is not None else 0)
     before = usage()
-    threads = [threading.Thread(target=_run_one, args=(c, options, keys, shared, say), name=f"client-{c}") for c in options.ids]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="handle") as pool:
+        shared = _Shared(keys.ca.read_bytes(), pool)
+        hosts = [_HostLink(link, options, keys, shared, say) for link in links]
+        threads = [threading.Thread(target=host.run, name=f"stream-{link.clients[0]}") for host, link in zip(hosts, links, strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     after = usage()
-    say(f"clients {format_ids(options.ids)}: open files {before.open_files} before connecting, {after.open_files} after the run; "
+    streams = "one stream (host certificate)" if len(links) == 1 and len(options.ids) > 1 else f"{len(links)} stream{'s' * (len(links) > 1)}"
+    say(f"clients {format_ids(options.ids)}: {streams}; open files {before.open_files} before connecting, {after.open_files} after the run; "
         f"threads {before.threads}, {after.threads}; peak RSS {after.peak_rss_bytes / 2**20:.0f} MiB")
     return shared.outcomes
-
-
-def _run_one(client: int, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say) -> None:
-    outcome = ClientOutcome(client)
-    with shared.lock:
-        shared.outcomes[client] = outcome
-    transcript = TranscriptWriter(options.transcript_dir / f"client-{client}.bin") if options.transcript_dir else None
-    try:
-        _LogicalClient(client, options, keys, shared, say, outcome, transcript).run()
-    except grpc.RpcError as exc:
-        outcome.error = describe_rpc_error(exc)
-    except (SecureFedGraphError, ConnectionFailed) as exc:
-        outcome.error = str(exc)
-    finally:
-        if transcript is not None:
-            transcript.close()
 
 
 @dataclass(frozen=True)
@@ -176,9 +236,100 @@ class _Waiting:
     line: str
 
 
+class _HostLink:
+    """One stream and the logical clients it speaks for, across the sessions of their run: it
+    reads the server's batches, has each client answer its own frame (on the shared workers),
+    and sends the answers back as one batch."""
+
+    def __init__(self, link: _Link, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say) -> None:
+        self.link, self.options, self.shared, self.say = link, options, shared, say
+        self.clients: dict[int, _LogicalClient] = {}
+        for client in link.clients:
+            outcome = ClientOutcome(client)
+            with shared.lock:
+                shared.outcomes[client] = outcome
+            transcript = TranscriptWriter(options.transcript_dir / f"client-{client}.bin") if options.transcript_dir else None
+            self.clients[client] = _LogicalClient(client, options, keys, shared, say, outcome, transcript)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except grpc.RpcError as exc:
+            self._stop_all(describe_rpc_error(exc))
+        except (SecureFedGraphError, ConnectionFailed) as exc:
+            self._stop_all(str(exc))
+        finally:
+            for client in self.clients.values():
+                if client.transcript is not None:
+                    client.transcript.close()
+
+    def _stop_all(self, error: str) -> None:
+        for client in self.clients.values():
+            if not client.outcome.finished and not client.outcome.error:
+                client.outcome.error = error
+
+    def _run(self) -> None:
+        options, link = self.options, self.link
+        credentials = grpc.ssl_channel_credentials(root_certificates=self.shared.ca, private_key=link.key.read_bytes(),
+                                                   certificate_chain=link.cert.read_bytes())
+        opts = channel_options(options.max_message_bytes) + [("grpc.ssl_target_name_override", options.server_name),
+                                                             ("grpc.max_reconnect_backoff_ms", 2000)]  # back within 2 s of a restart
+        waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",),
+                           f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
+        taking_part = list(self.clients.values())
+        with grpc.secure_channel(options.server, credentials, options=opts) as channel:
+            while True:
+                stream, batches = _connect([c.client for c in taking_part], channel, options, self.shared, self.say, waiting)
+                for client in taking_part:
+                    client.begin_session()
+                try:
+                    self._serve(stream, batches)
+                    if not any(c.may_resume for c in taking_part):
+                        return
+                except grpc.RpcError as exc:
+                    if not (any(c.may_resume for c in taking_part) and _server_not_up(exc)):  # refused or dropped: the server said why
+                        raise
+                finally:
+                    stream.close()
+                taking_part = [c for c in taking_part if c.may_resume]
+                for client in taking_part:
+                    client.host = None  # its session's keys go with it
+                seconds = options.reconnect_timeout_s
+                sessions = max(c.sessions for c in taking_part)
+                waiting = _Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s",
+                                   ("away", sessions), f"clients {format_ids(options.ids)}: the server went away; reconnecting "
+                                   f"for up to {seconds:g} s (--reconnect-timeout)")
+
+    def _serve(self, stream: ClientStream, batches: Iterator[bytes]) -> None:
+        """Answer the stream's batches until it ends, or none of its clients is left in the run."""
+        for data in batches:
+            work = []
+            requests: dict[int, Any] = {}  # one body shared by many frames is decoded once: its arrays are read-only
+            for frame in decode_batch(data):
+                client = self.clients.get(frame.client)
+                if client is None or not client.taking_part:
+                    continue
+                if frame.left:
+                    client.leave(f"dropped from the run: {frame.left}")
+                    continue
+                if id(frame.body) not in requests:
+                    try:
+                        requests[id(frame.body)] = codec.decode(frame.body)
+                    except ProtocolError as exc:
+                        requests[id(frame.body)] = exc
+                work.append((client, frame.body, requests[id(frame.body)]))
+            del data, requests
+            answers = [a for a in self.shared.pool.map(lambda item: item[0].answer(item[1], item[2]), work) if a is not None]
+            del work
+            if answers:
+                stream.send_frames(answers)
+            if not any(c.taking_part for c in self.clients.values()):
+                return
+
+
 class _LogicalClient:
-    """One hosted client across the sessions of its run: its stream now, its host in the current
-    session, and its memory of the run (protocol/resume.py), which outlives a server restart."""
+    """One hosted client across the sessions of its run: its host in the current session, and its
+    memory of the run (protocol/resume.py), which outlives a server restart."""
 
     def __init__(self, client: int, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say, outcome: ClientOutcome,
                  transcript: TranscriptWriter | None) -> None:
@@ -188,75 +339,72 @@ class _LogicalClient:
         self.host: ClientHost | None = None
         self.sessions = 0  # Welcomes taken
         self.crash_hits = 0  # requests at options.crash_at's stage and round so far
+        self.first = True  # the next request is this session's first (the Welcome)
+        self.left = False  # out of the run: refused it, failed, or dropped by the server
+
+    @property
+    def taking_part(self) -> bool:
+        """Whether this client still answers on its stream (a finished client keeps reading: the
+        server ends the stream once it has every Ack)."""
+        return not self.left and not self.outcome.finished
 
     @property
     def may_resume(self) -> bool:
         """Whether waiting for a restarted server makes sense: the run is under way, this client
         kept its plan's state at some round boundary, and the option allows it."""
-        return (not self.outcome.finished and self.memory is not None and bool(self.memory.rounds)
+        return (self.taking_part and self.memory is not None and bool(self.memory.rounds)
                 and self.options.reconnect_timeout_s > 0)
 
-    def run(self) -> None:
-        options = self.options
-        credentials = grpc.ssl_channel_credentials(root_certificates=self.shared.ca, private_key=self.keys.client_key(self.client).read_bytes(),
-                                                   certificate_chain=self.keys.client_cert(self.client).read_bytes())
-        opts = channel_options(options.max_message_bytes) + [("grpc.ssl_target_name_override", options.server_name),
-                                                             ("grpc.max_reconnect_backoff_ms", 2000)]  # back within 2 s of a restart
-        waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",),
-                           f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
-        with grpc.secure_channel(options.server, credentials, options=opts) as channel:
-            while True:
-                stream, requests = _connect(self.client, channel, options, self.shared, self.say, waiting)
-                try:
-                    self._serve(stream, requests)
-                    if not self.may_resume:
-                        return
-                except grpc.RpcError as exc:
-                    if not (self.may_resume and _server_not_up(exc)):  # refused or dropped: the server said why
-                        raise
-                finally:
-                    stream.close()
-                self.host = None  # its session's keys go with it
-                seconds = options.reconnect_timeout_s
-                waiting = _Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s",
-                                   ("away", self.sessions), f"clients {format_ids(options.ids)}: the server went away; reconnecting "
-                                   f"for up to {seconds:g} s (--reconnect-timeout)")
+    def begin_session(self) -> None:
+        self.first = True
 
-    def _serve(self, stream: ClientStream, requests: Iterator[bytes]) -> None:
-        """Answer one stream's requests in order until it ends: a Welcome first, then the plan's."""
-        first = True
-        for data in requests:
-            if self.transcript is not None:
-                self.transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are decoded and dropped
-            with self.shared.working:  # many hosted clients, a few at work: memory stays bounded
-                request = codec.decode(data)
-                del data
-                self._maybe_crash(getattr(request, "header", None))
-                if first and isinstance(request, Welcome):
-                    resumed = self.memory is not None
-                    self.host, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript, self.memory)
-                    self.sessions += 1
-                    if resumed:
-                        self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
-                                                                              f"resumed the run at round {self.host.context.resumed.round}")
-                    h = request.header
-                    response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
-                elif first or isinstance(request, Welcome):
-                    where = "before the Welcome" if first else "on a stream that had its Welcome (a new session needs a new stream)"
-                    raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived {where}")
-                else:
-                    response = self.host.handle(request)
-                    self.memory.server_at(request.header.round)
-                reply = codec.encode(response)
-                del request, response
-            first = False
-            if self.transcript is not None:
-                self.transcript.record(SENT, -1, reply, at=time.time())
-            stream.send(reply)
-            self.outcome.steps += 1
-            if self.host.ended:
-                self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
+    def leave(self, error: str) -> None:
+        self.left = True
+        if not self.outcome.error:
+            self.outcome.error = error
 
+    def answer(self, data: bytes, request: Any) -> Frame | None:
+        """This client's answer to one request (``request``: ``data`` decoded, or why it could
+        not be); a frame saying it left if handling it failed (the others go on); None if it
+        already left."""
+        if self.left:
+            return None
+        try:
+            return Frame(self.client, self._answer(data, request))
+        except (SecureFedGraphError, ValueError, TypeError, KeyError) as exc:
+            self.leave(str(exc))
+        return Frame(self.client, left="it left the run")
+
+    def _answer(self, data: bytes, request: Any) -> bytes:
+        if self.transcript is not None:
+            self.transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are dropped
+        if isinstance(request, Exception):
+            raise request
+        self._maybe_crash(getattr(request, "header", None))
+        if self.first and isinstance(request, Welcome):
+            resumed = self.memory is not None
+            self.host, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript, self.memory)
+            self.sessions += 1
+            if resumed:
+                self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
+                                                                      f"resumed the run at round {self.host.context.resumed.round}")
+            h = request.header
+            response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
+        elif self.first or isinstance(request, Welcome):
+            where = "before the Welcome" if self.first else "on a stream that had its Welcome (a new session needs a new stream)"
+            raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived {where}")
+        else:
+            response = self.host.handle(request)
+            self.memory.server_at(request.header.round)
+        reply = codec.encode(response)
+        del request, response
+        self.first = False
+        if self.transcript is not None:
+            self.transcript.record(SENT, -1, reply, at=time.time())
+        self.outcome.steps += 1
+        if self.host.ended:
+            self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
+        return reply
 
     def _maybe_crash(self, header: Any) -> None:
         """``--crash-at``: die as a crash does, before answering: SIGKILL, so nothing is cleaned
@@ -277,39 +425,33 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     """Check the run against this process's policy and the CA (a resumed run also against
     ``memory``, what this client kept of it); build the logical client's host for this session.
     Returns the host and the client's memory of the run (new for a new run)."""
-    config = json.loads(welcome.config_json)
-    resume = config.pop("resume", None)
-    secure = config_from_dict(config["secure_sum"])
-    plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
+    try:
+        announced = shared.announced_by(welcome)
+    except ProtocolError as exc:
+        raise ProtocolError(f"client {client}: {exc}") from None
+    plan, resume = announced.plan, announced.resume
     n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
-        options.policy.check_run(secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
-                                    ddp_noise=plan.ddp_noise, dpsgd_sigma=plan.dpsgd_sigma,
-                                    seeded_randomness=plan.seeded_randomness)
+        options.policy.check_run(announced.secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
+                                 ddp_noise=plan.ddp_noise, dpsgd_sigma=plan.dpsgd_sigma, seeded_randomness=plan.seeded_randomness)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
-    if len(welcome.participants) != len(welcome.certificates) or client not in welcome.participants:
+    if client not in announced.directory:
         raise ProtocolError(f"client {client}: the Welcome's participants and certificates do not match")
-    announced = {}
-    for listed, pem in zip(welcome.participants, welcome.certificates, strict=True):
-        cert_client, identity = shared.check_certificate(pem)  # the CA vouches for every identity key
-        if cert_client != listed:
-            raise ProtocolError(f"client {client}: the certificate listed for client {listed} is client {cert_client}'s")
-        announced[listed] = identity
     if memory is None:
         if resume is not None:
             raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
                               "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
-        memory = RunMemory(client_id=client, run=config, directory=announced, data=plan.load_client_data(client, options.data_dir),
+        memory = RunMemory(client_id=client, run=announced.config, directory=announced.directory, data=plan.load_client_data(client, options.data_dir),
                            resumable=plan.name in RESUMABLE, reproducible_noise=options.reproducible_dp_noise)
-        directory, resume_round = announced, None
+        directory, resume_round = announced.directory, None
     else:
         if resume is None:
             raise ProtocolError(f"client {client}: the server started a new run, but this client is in a run the server left mid-way; "
                                 "only `server --resume` continues it (start new client processes for a new run)")
-        directory, resume_round = memory.resumed_directory(config, announced), int(resume["round"])
+        directory, resume_round = memory.resumed_directory(announced.config, announced.directory), int(resume["round"])
     identity = load_identity(keys.identity_key(client))
-    role = make_client(secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
+    role = make_client(announced.secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
                        policy=options.policy, signed=memory.signed)
     host = ClientHost(role=role, plan=plan.client, context=memory.context(seed=plan.seed, resume_round=resume_round))
     if options.audit and transcript is not None:
@@ -329,15 +471,15 @@ def _server_not_up(exc: grpc.RpcError) -> bool:
     return exc.code() == grpc.StatusCode.UNAVAILABLE and not refused
 
 
-def _connect(client: int, channel: grpc.Channel, options: ClientOptions, shared: _Shared, say,
+def _connect(clients: Sequence[int], channel: grpc.Channel, options: ClientOptions, shared: _Shared, say,
              waiting: _Waiting) -> tuple[ClientStream, Iterator[bytes]]:
-    """Open this client's stream and send its Hello, retrying with backoff while nobody listens
-    (up to ``waiting.seconds``); returns the stream and its requests, the first one (the
-    Welcome) already received."""
+    """Open a stream and send the Hellos of ``clients``, retrying with backoff while nobody
+    listens (up to ``waiting.seconds``); returns the stream and its batches, the first one (the
+    Welcomes) already received."""
     deadline, pause = time.monotonic() + waiting.seconds, 0.1
     while True:
-        stream = ClientStream(channel, timeout_s=options.session_timeout_s)
-        stream.send(codec.encode(Hello(client, __version__)))
+        stream = ClientStream(channel, timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes)
+        stream.hello(clients, __version__)
         requests = iter(stream)
         try:
             return stream, itertools.chain((next(requests),), requests)

@@ -54,6 +54,7 @@ def traffic_summary(traffic: Traffic, ctx: ServerContext) -> dict[str, Any]:
     return {
         "bytes_up_total": sum(traffic.up.values()),
         "bytes_down_total": sum(traffic.down.values()),
+        **({"wire_bytes_up_total": traffic.wire_up, "wire_bytes_down_total": traffic.wire_down} if traffic.wire_down else {}),
         "bytes_up_by_stage": {s.value: b for s, b in traffic.up_by_stage.items()},
         "bytes_down_by_stage": {s.value: b for s, b in traffic.down_by_stage.items()},
         "bytes_up_by_phase": {p or "other": b for p, b in traffic.up_by_phase.items()},

@@ -22,6 +22,7 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.privacy.accountant import PrivacyAccountant
 from secure_fedgraph.protocol.engine import ClientContext, Resumed
+from secure_fedgraph.protocol.secure_sum.roles import check_directory
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 
 
@@ -45,7 +46,7 @@ class RunMemory(SecretMaterial):
                  reproducible_noise: bool = False) -> None:
         self.client_id = client_id
         self.run = dict(run)
-        self.directory = dict(directory)
+        self.directory = check_directory(directory)  # read-only: one shared by the clients of a process
         self.data = data
         self.signed = SignedContributions() if resumable else None
         self._boundaries: dict[int, Any] = {}
@@ -91,7 +92,7 @@ class RunMemory(SecretMaterial):
         return ClientContext(self.client_id, seed, self.data, resumed=resumed, on_checkpoint=self.keep, reproducible_noise=self.reproducible_noise,
                              accountant=self.accountant)
 
-    def resumed_directory(self, run: Mapping[str, Any], announced: Mapping[int, bytes]) -> dict[int, bytes]:
+    def resumed_directory(self, run: Mapping[str, Any], announced: Mapping[int, bytes]) -> Mapping[int, bytes]:
         """Check a resumed Welcome (the run it announces, its participants' identity keys) and
         return the identity directory of the resumed session's secure-sum role.
 
@@ -111,8 +112,8 @@ class RunMemory(SecretMaterial):
                                 "started with")
         return self.run_directory(announced)
 
-    def run_directory(self, announced: Mapping[int, bytes]) -> dict[int, bytes]:
+    def run_directory(self, announced: Mapping[int, bytes]) -> Mapping[int, bytes]:
         """The directory a resumed session uses: every client the run started with, not only those
         the resumed server announces, so each floor and colluder count (a fraction of the run)
         stays what it was (threat_model.md R-RESUME)."""
-        return dict(self.directory)
+        return self.directory

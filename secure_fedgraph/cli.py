@@ -183,11 +183,26 @@ def _add_secure_options(parser: argparse.ArgumentParser, *, defaults: bool = Tru
 
 
 def _keys_init(args: argparse.Namespace) -> int:
+    from secure_fedgraph.clients.ids import parse_ids
     from secure_fedgraph.crypto.pki import init_keys
+    from secure_fedgraph.runs.launch import id_ranges
 
-    keys = init_keys(args.dir, clients=args.clients, server_names=tuple(args.server_name), server_ips=tuple(args.server_ip))
+    hosts = {label: parse_ids(label) for label in id_ranges(args.clients, args.hosts)} if args.hosts else {}
+    keys = init_keys(args.dir, clients=args.clients, server_names=tuple(args.server_name), server_ips=tuple(args.server_ip), hosts=hosts)
+    with_hosts = f", and host certificates for clients {', '.join(hosts)} (hosts/)" if hosts else ""
     print(f"keys: CA, server certificate ({', '.join(args.server_name + args.server_ip)}) and {args.clients} client "
-          f"certificates with Ed25519 identity keys in {keys.root} (private keys mode 0600; keep ca.key off the protocol hosts)")
+          f"certificates with Ed25519 identity keys{with_hosts} in {keys.root} (private keys mode 0600; keep ca.key off the protocol hosts)")
+    return 0
+
+
+def _keys_host(args: argparse.Namespace) -> int:
+    from secure_fedgraph.clients.ids import format_ids, parse_ids
+    from secure_fedgraph.crypto.pki import issue_host
+
+    ids = parse_ids(args.ids)
+    path = issue_host(args.dir, label=format_ids(ids), ids=ids)
+    print(f"keys: host certificate for clients {format_ids(ids)} in {path} (its key beside it, mode 0600): `client --ids {format_ids(ids)}` "
+          "uses it, one connection for all of them")
     return 0
 
 
@@ -410,15 +425,22 @@ def _sum_demo(args: argparse.Namespace) -> int:
     return 0 if run(config) else 1
 
 
-def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -> None:
+def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -> int:
+    """The files a server or a client process needs; returns the streams a client process will
+    hold (one under a host certificate for exactly its ids, else one per client)."""
+    from secure_fedgraph.clients.ids import format_ids
     from secure_fedgraph.crypto.pki import KeyDirectory
     from secure_fedgraph.runs.preflight import check_files
 
     keys = KeyDirectory(Path(args.certs))
     paths = [keys.ca, *((keys.server_cert, keys.server_key) if server else ())]
+    host = not server and keys.host_cert(format_ids(clients)).is_file()
+    if host:
+        paths += [keys.host_key(format_ids(clients))]
     for client in clients:
-        paths += [keys.client_cert(client)] + ([] if server else [keys.client_key(client), keys.identity_key(client)])
+        paths += [keys.client_cert(client)] if server else [keys.identity_key(client), *(() if host else (keys.client_cert(client), keys.client_key(client)))]
     check_files("--certs", paths, f"make the run's keys with `secure-fedgraph keys init {args.certs} --clients N`")
+    return 1 if host else len(clients)
 
 
 def _check_data_dir(args: argparse.Namespace) -> None:
@@ -489,8 +511,9 @@ def _preflight(args: argparse.Namespace) -> None:
         from secure_fedgraph.clients.ids import parse_ids
 
         preflight.parse_address("--server", args.server)
-        resources.ensure_client_files(len(parse_ids(args.ids)), transcripts=args.transcript is not None)
-        _check_keys(args, server=False, clients=parse_ids(args.ids))
+        ids = parse_ids(args.ids)
+        streams = _check_keys(args, server=False, clients=ids)
+        resources.ensure_client_files(streams, transcripts=len(ids) if args.transcript is not None else 0)
     elif args.command == "demo":
         DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process
         if args.keep:
@@ -527,8 +550,16 @@ def _preflight(args: argparse.Namespace) -> None:
     elif args.command == "sum-demo":
         if not args.no_drop and not 0 <= args.drop < args.clients:
             raise ConfigError(f"--drop must be a client id in [0, {args.clients}), or --no-drop")
-    elif args.command == "keys":
+    elif args.command == "keys" and args.keys_command == "init":
         preflight.check_writable_folder("keys init DIR", args.dir)
+        if args.hosts is not None and args.hosts > args.clients:
+            raise ConfigError(f"--hosts {args.hosts}: more hosts than --clients {args.clients}")
+    elif args.command == "keys":
+        from secure_fedgraph.clients.ids import parse_ids
+
+        parse_ids(args.ids)
+        if not (Path(args.dir) / "ca.key").is_file():
+            raise ConfigError(f"keys host {args.dir}: no ca.key there (the folder `keys init` made; the CA key signs the host certificate)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -621,7 +652,17 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--clients", type=_count(), required=True, help="number of clients (ids 0..N-1)")
     init.add_argument("--server-name", action=_Repeatable, default=["localhost"], help="DNS name in the server certificate (repeatable; default localhost)")
     init.add_argument("--server-ip", action=_Repeatable, default=["127.0.0.1"], help="IP address in the server certificate (repeatable; default 127.0.0.1)")
+    init.add_argument("--hosts", type=_count(), default=None, metavar="K",
+                      help="also a host certificate for each of K client processes (ids split into K contiguous ranges, as the demo "
+                           "starts them): a process started with exactly those --ids holds one connection for all of them")
     init.set_defaults(handler=_keys_init)
+    host = keys_commands.add_parser("host", help="a host certificate for the clients one process hosts (needs ca.key)",
+                                    description="Issue a host certificate naming every client id in --ids (SAN URIs), signed by the "
+                                    "CA in DIR (ca.key): a `client --ids` process with exactly these ids then holds one connection for all "
+                                    "of them instead of one per client. Each client keeps its own identity key and certificate.")
+    host.add_argument("dir", help="the folder `keys init` made (with ca.key)")
+    host.add_argument("--ids", required=True, help="client ids the process hosts: 0-249, or 0,3,5-7")
+    host.set_defaults(handler=_keys_host)
 
     server = commands.add_parser("server", help="run a plan's server side over gRPC with mutual TLS")
     server.add_argument("--bind", required=True, help="HOST:PORT to listen on (port 0: any free port)")
@@ -655,7 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
     client = commands.add_parser("client", help="host one or many logical clients of a run")
     client.add_argument("--server", required=True, help="HOST:PORT of the server")
     client.add_argument("--ids", required=True, help="client ids to host: 0-9, or 0,3,5-7")
-    client.add_argument("--certs", required=True, help="folder with ca.pem and clients/client-<id>.{pem,key,identity}")
+    client.add_argument("--certs", required=True, help="folder with ca.pem, clients/client-<id>.identity, and either hosts/host-<ids>.{pem,key} for "
+                        "exactly these --ids (one connection for all of them; keys init --hosts, keys host) or clients/client-<id>.{pem,key}")
     client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
     policy = client.add_argument_group("security policy (what these clients accept, whatever the server announces; threat_model.md M-POLICY)")
     policy.add_argument("--backend", action=_Repeatable, choices=["plain", "mask", "ckks"], default=["mask"],
@@ -693,7 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to wait, retrying with backoff, for a server that went away mid-run to come back (server "
                              "--resume); 0: do not wait (default 60)")
     client.add_argument("--session-timeout", type=_positive_number(), default=24 * 3600.0, help="deadline of the whole run, seconds (default 24 h)")
-    client.add_argument("--parallel", type=_count(), default=2, help="hosted clients handling a request at the same time (default 2; bounds memory)")
+    client.add_argument("--parallel", type=_count(), default=2,
+                        help="hosted clients handling a request at the same time (the workers each batch's frames go to; default 2; bounds memory)")
     _add_crash_option(client, "this process, with every client it hosts, on receiving the N-th (default first) request of STAGE")
     client.set_defaults(handler=_client)
 

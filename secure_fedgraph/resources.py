@@ -1,8 +1,9 @@
 """What a process hosting many connections needs from the operating system, and what it used.
 
-Every logical client holds its own TLS connection, so a server of n clients holds n sockets
-and a client process hosting k clients holds k: at n = 1,000 the usual soft limit of 1,024
-open files is too low. :func:`ensure_open_files` raises the soft limit up to the hard one at
+Every certificate holds its own TLS connection: a client process with a host certificate holds
+one, and a server of n clients in such processes a few; without host certificates every logical
+client holds its own, so a server of n clients holds n sockets and a client process hosting k
+clients holds k: at n = 1,000 the usual soft limit of 1,024 open files is too low. :func:`ensure_open_files` raises the soft limit up to the hard one at
 start, or stops with one line naming both limits. :func:`usage` is what a run reports
 (metrics.json, the client process's last line) so that leaks and peaks can be read off.
 """
@@ -30,10 +31,10 @@ def ensure_server_files(clients: int) -> int:
     return ensure_open_files(clients + EXTRA_STREAMS + RESERVED_FILES, what=f"a server for {clients} clients")
 
 
-def ensure_client_files(hosted: int, *, transcripts: bool = False) -> int:
-    """:func:`ensure_open_files` for a process hosting ``hosted`` clients: a connection each,
-    and a transcript file each when recorded."""
-    return ensure_open_files(hosted * (2 if transcripts else 1) + RESERVED_FILES, what=f"a client process hosting {hosted} clients")
+def ensure_client_files(streams: int, *, transcripts: int = 0) -> int:
+    """:func:`ensure_open_files` for a client process holding ``streams`` connections (one with
+    a host certificate, else one per hosted client) and ``transcripts`` transcript files."""
+    return ensure_open_files(streams + transcripts + RESERVED_FILES, what=f"a client process holding {streams} streams")
 
 
 def ensure_open_files(needed: int, *, what: str) -> int:

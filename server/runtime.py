@@ -1,8 +1,9 @@
 """The server process: mutual TLS, waiting for the clients, running a plan, writing the run.
 
 Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for the plan's
-clients, each authenticated by its certificate; send each a Welcome (the run's configuration
-and the participants' CA-signed certificates); run the plan's server side over the gRPC
+clients, each authenticated by its certificate or its host's (protocol/transports/grpc.py);
+send each a Welcome (the run's configuration and the participants' CA-signed certificates: one
+body, sent once per stream); run the plan's server side over the gRPC
 transport, writing ``checkpoint.json`` at each round boundary of a plan that can resume; tell
 the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
 ``transcript.bin``: every message the server received and sent) under the run directory.
@@ -104,7 +105,7 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
                                     hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append)
     # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
-    # one stream per client, so n + 8 handlers; more concurrent calls are refused by gRPC at once
+    # at most one stream per client (a host's stream speaks for several), so n + 8 handlers; more are refused by gRPC at once
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + EXTRA_STREAMS), maximum_concurrent_rpcs=len(expected) + EXTRA_STREAMS,
                          options=[*server_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((make_server_handler(transport),))
@@ -200,6 +201,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
         **traffic_summary(traffic, ctx),
         round_log=rounds.rows,
         events=events + role.log,
+        streams=transport.stream_count(),  # one per client process with a host certificate
         inbox_peak_bytes={str(c): held for c, held in transport.peak_inbox_bytes().items()},  # R-FLOOD: at most queue_depth messages each
         **({"resumed": resumptions} if resumptions else {}),
         **options.extra,

@@ -32,6 +32,7 @@ FORBIDDEN = {
     "secure_fedgraph/audit": _RUNTIMES,
     "secure_fedgraph/errors.py": ("secure_fedgraph",),
     "secure_fedgraph/seeds.py": ("secure_fedgraph",),
+    "secure_fedgraph/identity_uris.py": ("secure_fedgraph",),
     "secure_fedgraph/validation.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",
                                       "secure_fedgraph.privacy", "secure_fedgraph.protocol", "secure_fedgraph.training", *_RUNTIMES),
     "secure_fedgraph/resources.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",

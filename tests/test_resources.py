@@ -62,8 +62,8 @@ def _low_soft_limit(soft: int):
 
 
 def test_processes_started_with_a_low_soft_limit_host_more_clients_than_it(tmp_path):
-    """48 clients in one process against a server, each process started with a soft limit of 40
-    open files: without the raise neither could hold a connection per client (gRPC's accept
+    """48 clients in one process against a server (each under its own certificate: no host
+    certificate), each process started with a soft limit of 40 open files: without the raise neither could hold a connection per client (gRPC's accept
     and connect fail with EMFILE). The server's own counts show a connection per client while
     the run was on, and none left after it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -94,7 +94,7 @@ def test_processes_started_with_a_low_soft_limit_host_more_clients_than_it(tmp_p
                 process.kill()
     assert server.returncode == 0, output
     assert client.returncode == 0 and f"{n} of {n} finished the run" in said, said
-    assert f"clients 0-{n - 1}: open files" in said and "before connecting" in said
+    assert f"clients 0-{n - 1}: {n} streams; open files" in said and "before connecting" in said  # no host certificate: one stream each
     process = json.loads((tmp_path / "run" / "metrics.json").read_text())["process"]
     assert process["joined"]["open_files"] >= process["listening"]["open_files"] + n  # a connection per client, above the 40
     assert process["after"]["open_files"] <= process["listening"]["open_files"]  # every connection closed

@@ -37,7 +37,7 @@ from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
 from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
 from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome
 
-__all__ = ["ServerRole", "ClientRole", "Step", "StepGen", "StepOutcome", "new_session_id", "check_directory"]
+__all__ = ["ServerRole", "ClientRole", "Step", "StepGen", "StepOutcome", "new_session_id", "check_directory", "IdentityDirectory"]
 
 
 def new_session_id() -> bytes:
@@ -45,16 +45,39 @@ def new_session_id() -> bytes:
     return os.urandom(SESSION_BYTES)
 
 
-def check_directory(directory: Mapping[int, bytes]) -> dict[int, bytes]:
-    """Validate the identity directory: client id -> 32-byte Ed25519 public key."""
-    out = {}
-    for client, key in directory.items():
-        if isinstance(client, bool) or not isinstance(client, int) or client < 0:
-            raise ConfigError(f"client ids must be non-negative ints, got {client!r}")
-        if not isinstance(key, bytes) or len(key) != 32:
-            raise ConfigError(f"identity key of client {client} must be 32 bytes")
-        out[client] = key
-    return out
+class IdentityDirectory(Mapping[int, bytes]):
+    """A validated, read-only identity directory: client id -> 32-byte Ed25519 public key. One
+    serves every client of a process (a host of hundreds of nFedGNN users holds one, not one
+    copy of n keys per user: n x n)."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, directory: Mapping[int, bytes]) -> None:
+        keys = {}
+        for client, key in directory.items():
+            if isinstance(client, bool) or not isinstance(client, int) or client < 0:
+                raise ConfigError(f"client ids must be non-negative ints, got {client!r}")
+            if not isinstance(key, bytes) or len(key) != 32:
+                raise ConfigError(f"identity key of client {client} must be 32 bytes")
+            keys[client] = key
+        self._keys = keys
+
+    def __getitem__(self, client: int) -> bytes:
+        return self._keys[client]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"IdentityDirectory({len(self._keys)} clients)"
+
+
+def check_directory(directory: Mapping[int, bytes]) -> IdentityDirectory:
+    """Validate the identity directory (once: a directory already checked is returned as it is)."""
+    return directory if isinstance(directory, IdentityDirectory) else IdentityDirectory(directory)
 
 
 class ServerRole(ABC):

@@ -26,6 +26,10 @@ class Traffic:
     server_seconds: float = 0.0
     wall_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # time each stage's steps took
     slowest_by_stage: dict[Stage, float] = field(default_factory=lambda: defaultdict(float))  # its slowest step: against the step deadline
+    # bytes of the gRPC streams' batches (0 in one process): below the per-client totals where
+    # one body went to many clients of a host (a Welcome, a broadcast)
+    wire_up: int = 0
+    wire_down: int = 0
 
     def timed(self, step: Step, seconds: float) -> None:
         """Count the wall time one step took, from its requests to its last answer."""

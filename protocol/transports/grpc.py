@@ -1,20 +1,25 @@
-"""The gRPC transport: each logical client holds one mutually authenticated bidirectional
-stream (service ``FederatedSession.Session`` in proto/secure_fedgraph/wire/envelope.proto); the
-server pushes each step's requests down the streams and waits, up to a deadline, for one
-answer per client.
+"""The gRPC transport: each client process holds one mutually authenticated bidirectional
+stream per certificate (service ``FederatedSession.Session`` in
+proto/secure_fedgraph/wire/envelope.proto): one for all the logical clients a host certificate
+names, or one per client that has only its own certificate. The server pushes each step's
+requests down the streams, one batch per stream (protocol/transports/batch.py: frames naming
+each client; a request shared by many clients sent once), and waits, up to a deadline, for one
+answer frame per client. Every client keeps its own outcome: accepted, rejected or silent.
 
-Streams carry Envelope bytes untouched by gRPC, so our codec (not gRPC's deserializer) decides
-what is malformed and says why. A client is identified by its TLS certificate (SAN URI
-``urn:secure-fedgraph:client:<id>``); its Hello must name the same id. A client that is silent
-past the deadline, disconnects, or sends a message over the size limit is out of the step;
-nothing a client sends can stop the server.
+Frames carry Envelope bytes untouched by gRPC, so our codec (not gRPC's deserializer) decides
+what is malformed and says why. A stream is identified by its TLS certificate (SAN URIs naming
+client ids, secure_fedgraph/identity_uris.py); its first batch holds one Hello per client it speaks for,
+each of which the certificate must name, and a frame naming a client that did not join on that
+stream is ignored. A client that is silent past the deadline, leaves, or sends a malformed
+message is out of the step; a stream that ends or sends a message over the size limit takes its
+clients out. Nothing a client sends can stop the server.
 
-Bounds (threat_model.md R-STREAMS, R-FLOOD): a certificate whose client is not in the run is
+Bounds (threat_model.md R-STREAMS, R-FLOOD): a certificate that names no client of the run is
 refused before anything it sends is read, and so is every stream once the run has started;
-each certificate identity holds at most one stream; a stream must send its Hello within
-``hello_timeout_s``; each connection's inbox holds at most ``queue_depth`` messages, and its
+each client id is spoken for by at most one stream; a stream must send its Hellos within
+``hello_timeout_s``; each stream's inbox holds at most ``queue_depth`` messages, and its
 reader stops pulling from gRPC while the inbox is full, so HTTP/2 flow control holds the
-sender back. A connection therefore holds at most ``queue_depth + 2`` messages of at most
+sender back. A stream therefore holds at most ``queue_depth + 2`` messages of at most
 ``max_message_bytes`` in this process (the inbox, the one its reader waits to queue, the one
 gRPC is receiving), whatever it sends; the server runtime bounds the streams at n + 8.
 """
@@ -24,21 +29,22 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
 
-from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.identity_uris import uri_ranges
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.steps import Step, StepOutcome
 from secure_fedgraph.protocol.transcript import RECEIVED, SENT, TranscriptWriter
+from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.common import Traffic
 
 SERVICE = "secure_fedgraph.wire.FederatedSession"
 METHOD = f"/{SERVICE}/Session"
-URI_PREFIX = "urn:secure-fedgraph:client:"
 _CLOSE = object()
 
 
@@ -60,30 +66,93 @@ def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
     return [*channel_options(max_message_bytes), ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2)]
 
 
-def stream_identity(certified: int, hello) -> int | None:
-    """Whom a stream speaks for: the client its TLS certificate names, and only if its Hello
-    claims the same (threat_model.md R-MTLS); None refuses the stream. One client cannot join
-    as another."""
-    return certified if isinstance(hello, Hello) and hello.client == certified else None
+def stream_identity(certified: frozenset[int], hello) -> int | None:
+    """Whom a Hello on a stream speaks for: the client it claims, and only if the stream's TLS
+    certificate names that client among the run's (``certified``; threat_model.md R-MTLS); None
+    refuses the stream. One client (or host) cannot join as another."""
+    return hello.client if isinstance(hello, Hello) and hello.client in certified else None
 
 
-def peer_client_id(context: grpc.ServicerContext) -> int | None:
-    """The client id in the peer's verified TLS certificate (None without one)."""
-    auth = context.auth_context()
-    for uri in auth.get("x509_subject_alternative_name", []):
-        text = uri.decode(errors="replace")
-        if text.startswith(URI_PREFIX) and text[len(URI_PREFIX) :].isdigit():
-            return int(text[len(URI_PREFIX) :])
-    return None
+@dataclass(frozen=True)
+class Certified:
+    """The client ids a peer's verified TLS certificate names, as inclusive ranges (SAN URIs:
+    one id for a client's own certificate, runs of ids for a host certificate)."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __contains__(self, client: object) -> bool:
+        return isinstance(client, int) and any(lo <= client <= hi for lo, hi in self.ranges)
+
+    def among(self, clients: Collection[int]) -> frozenset[int]:
+        """Those of ``clients`` the certificate names (without listing a range's every id)."""
+        return frozenset(c for c in clients if c in self)
+
+    def __str__(self) -> str:
+        if len(self.ranges) == 1 and self.ranges[0][0] == self.ranges[0][1]:
+            return f"client {self.ranges[0][0]}"
+        return "clients " + ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges)
 
 
-@dataclass
-class Connection:
-    client: int
-    outbound: queue.Queue
-    inbox: Inbox  # bounded: what the client sent, not yet read by a step
-    alive: bool = True
-    reason: str = ""
+def peer_certified(context: grpc.ServicerContext) -> Certified:
+    """The client ids in the peer's verified TLS certificate (none without one)."""
+    uris = [uri.decode(errors="replace") for uri in context.auth_context().get("x509_subject_alternative_name", [])]
+    return Certified(tuple(uri_ranges(uris)))
+
+
+def named(clients: Collection[int]) -> str:
+    """'client 3', 'clients 0-249' (contiguous) or 'clients 0, 2, 5' (a few), for messages."""
+    ordered = sorted(clients)
+    if len(ordered) == 1:
+        return f"client {ordered[0]}"
+    if ordered and ordered[-1] - ordered[0] == len(ordered) - 1:
+        return f"clients {ordered[0]}-{ordered[-1]}"
+    shown = ", ".join(map(str, ordered[:6]))
+    return f"clients {shown}{f' and {len(ordered) - 6} more' if len(ordered) > 6 else ''}"
+
+
+class Refused(Exception):
+    """Why a stream is refused before it joins: a gRPC status code and a one-line reason."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+class HostConnection:
+    """One stream: the clients that joined on it (each said Hello; its certificate names each),
+    the batches waiting to go down, its bounded inbox, and which of its clients are out of the
+    run (and why). The stream ends when the run does, or once none of its clients is left."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.clients: frozenset[int] = frozenset()
+        self.outbound: queue.Queue = queue.Queue()
+        self.inbox = inbox  # bounded: what the host sent, not yet read by a step
+        self.alive = True
+        self.reason = ""
+        self.out: dict[int, str] = {}  # client -> why it is out of the run
+        self.notices: list[Frame] = []  # drops to tell the host about with the next batch
+
+    def speaks_for(self, client: int) -> bool:
+        """Whether a frame naming ``client`` may come from this stream: one of the clients that
+        joined on it, each named by its certificate (threat_model.md R-MTLS, per frame)."""
+        return client in self.clients
+
+    def serves(self, client: int) -> bool:
+        return self.alive and client in self.clients and client not in self.out
+
+    def drop(self, client: int, reason: str, *, tell: bool = True) -> None:
+        """``client`` is out of the run: not asked again; its host hears why (``tell``) with the
+        next batch, and the stream closes once none of its clients is left."""
+        if client in self.out:
+            return
+        self.out[client] = reason
+        if tell:
+            self.notices.append(Frame(client, left=reason))
+        if self.alive and self.out.keys() >= self.clients:
+            self.close(reason)
 
     def close(self, reason: str) -> None:
         if self.alive:
@@ -133,49 +202,50 @@ class GrpcServerTransport:
     ) -> None:
         if queue_depth < 1:
             raise ConfigError(f"queue_depth must be at least 1, got {queue_depth}")
-        self.expected = set(expected)
+        self.expected = frozenset(expected)
         self.max_message_bytes = max_message_bytes
         self.step_timeout_s = step_timeout_s
         self.hello_timeout_s = hello_timeout_s
         self.queue_depth = queue_depth
         self.transcript = transcript
         self.log = log
-        self.connections: dict[int, Connection] = {}
-        self.streams: set[int] = set()  # certificate identities holding a stream now (one each)
+        self.connections: dict[int, HostConnection] = {}  # joined client -> the stream it joined on
+        self.streams: set[int] = set()  # client ids claimed by a stream now (each by one at most)
         self.joining = True  # False once the run has started: later streams are refused
-        # (client, its inbox) once per message queued: never longer than the inboxes together
+        # a connection once per message queued in its inbox: never longer than the inboxes together
         self.ready: queue.Queue = queue.Queue()
         self.traffic = Traffic()
         self._lock = threading.Lock()
         self._joined = threading.Condition(self._lock)
 
-    # --- the stream handler (one per logical client) ------------------------------------
+    # --- the stream handler (one per certificate: a client process, or one logical client) --
     def session(self, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        certified = peer_client_id(context)
-        if certified is None:
+        certified = peer_certified(context)
+        if not certified:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no secure_fedgraph client certificate on this connection")
-        if certified not in self.expected:  # before reading anything it sends
-            self.log(f"refused client {certified}: not part of this run")
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {certified} is not part of this run")
+        ours = certified.among(self.expected)
+        if not ours:  # before reading anything it sends
+            self.log(f"refused {certified}: not part of this run")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{certified} {'is' if str(certified).startswith('client ') else 'are'} not part of this run")
         if not self.joining:
-            self.log(f"refused client {certified}: the run had started")
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without client {certified}")
-        if not self._claim(certified):
-            self.log(f"refused a second stream for the certificate of client {certified}")
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"client {certified} already holds a stream to this server")
+            self.log(f"refused {named(ours)}: the run had started")
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without {named(ours)}")
+        if not self._claim(ours):
+            self.log(f"refused a second stream for the certificate of {certified}")
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{named(ours)} already {'holds' if len(ours) == 1 else 'hold'} a stream to this server")
         try:
-            yield from self._serve(certified, request_iterator, context)
+            yield from self._serve(certified, ours, request_iterator, context)
         finally:
             with self._lock:
-                self.streams.discard(certified)
+                self.streams.difference_update(ours)
 
-    def _claim(self, certified: int) -> bool:
-        """Take the one stream a certificate identity may hold (threat_model.md R-STREAMS);
-        False if it holds one, or joined the run already."""
+    def _claim(self, clients: frozenset[int]) -> bool:
+        """Take the one stream each client id may be spoken for on (threat_model.md R-STREAMS);
+        False if a stream holds one of them, or one of them joined the run already."""
         with self._lock:
-            if certified in self.streams or certified in self.connections:
+            if any(c in self.streams or c in self.connections for c in clients):
                 return False
-            self.streams.add(certified)
+            self.streams.update(clients)
             return True
 
     def _inbox(self) -> Inbox:
@@ -189,31 +259,63 @@ class GrpcServerTransport:
         except queue.Empty:
             return None
 
-    def _serve(self, certified: int, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        inbox = self._inbox()
+    def _hellos(self, certified: Certified, ours: frozenset[int], first: bytes | str) -> frozenset[int]:
+        """The clients a stream's first batch joins: one Hello per client, each named by the
+        certificate and part of the run.
+
+        Raises:
+            Refused: anything else.
+        """
+        if isinstance(first, str):
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, first)
+        try:
+            frames = decode_batch(first)
+        except ProtocolError:
+            frames = []
+        if not frames:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a batch of Hellos, got a malformed batch or none")
+        clients = set()
+        for frame in frames:
+            try:
+                hello = codec.decode(frame.body) if not frame.left else None
+            except Exception:  # noqa: BLE001 a stream's first message may be anything at all (R-CRASH)
+                hello = None
+            if not isinstance(hello, Hello):
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"the first message must be a Hello, got {type(hello).__name__ if hello else 'a malformed message'}")
+            client = stream_identity(ours, hello)
+            if client is None:
+                self.log(f"refused a connection: certificate of {certified}, Hello claims {hello.client}")
+                outside = " (not part of this run)" if hello.client in certified else ""
+                raise Refused(grpc.StatusCode.PERMISSION_DENIED,
+                              f"this certificate is for {named(ours)}{outside and ' in this run'}, but the Hello claims {hello.client}{outside}")
+            if frame.client != client:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"a frame for client {frame.client} carries the Hello of client {client}")
+            if client in clients:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"two Hellos for client {client}")
+            clients.add(client)
+        return frozenset(clients)
+
+    def _serve(self, certified: Certified, ours: frozenset[int], request_iterator: Iterator[bytes],
+               context: grpc.ServicerContext) -> Iterator[bytes]:
+        connection = HostConnection(self._inbox())
         hello_box: queue.Queue = queue.Queue(maxsize=1)
-        threading.Thread(target=self._read, args=(certified, request_iterator, inbox, hello_box), daemon=True, name=f"read-{certified}").start()
+        threading.Thread(target=self._read, args=(connection, request_iterator, hello_box), daemon=True, name=f"read-{min(ours)}").start()
         first = self._await_hello(hello_box)
         if first is None:
-            self.log(f"refused client {certified}: no Hello within {self.hello_timeout_s:g} s")
+            self.log(f"refused {named(ours)}: no Hello within {self.hello_timeout_s:g} s")
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Hello within {self.hello_timeout_s:g} s (the server's --hello-timeout)")
         try:
-            hello = codec.decode(first) if isinstance(first, bytes) else None
-        except Exception:  # noqa: BLE001 a stream's first message may be anything at all (R-CRASH)
-            hello = None
-        if not isinstance(hello, Hello):
-            reason = first if isinstance(first, str) else f"the first message must be a Hello, got {type(hello).__name__ if hello else 'a malformed message'}"
-            self.log(f"refused client {certified}: {reason}")
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
-        client = stream_identity(certified, hello)
-        if client is None:
-            self.log(f"refused a connection: certificate of client {certified}, Hello claims {hello.client}")
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"this certificate is for client {certified}, but the Hello claims {hello.client}")
+            clients = self._hellos(certified, ours, first)
+        except Refused as refused:
+            self.log(f"refused {named(ours)}: {refused.reason}")
+            context.abort(refused.code, refused.reason)
         with self._lock:
             if not self.joining:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without client {certified}")
-            connection = Connection(client, queue.Queue(), inbox)
-            self.connections[client] = connection
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without {named(clients)}")
+            connection.clients = clients
+            for client in clients:
+                self.connections[client] = connection
             self._joined.notify_all()
         while True:
             item = connection.outbound.get()
@@ -223,9 +325,10 @@ class GrpcServerTransport:
                 return
             yield item
 
-    def _read(self, client: int, request_iterator: Iterator[bytes], inbox: Inbox, hello_box: queue.Queue) -> None:
-        """Move the client's messages into its inbox: the first to ``hello_box``, the rest
+    def _read(self, connection: HostConnection, request_iterator: Iterator[bytes], hello_box: queue.Queue) -> None:
+        """Move the stream's messages into its inbox: the first to ``hello_box``, the rest
         blocking while the inbox is full, so gRPC stops reading from the socket."""
+        inbox = connection.inbox
         cancelled = (f"the stream was cancelled: the client went away, or sent a message over the "
                      f"{self.max_message_bytes} byte limit (--max-message-mb)")
         first = True
@@ -236,7 +339,7 @@ class GrpcServerTransport:
                     first = False
                     continue
                 inbox.put(data)  # blocks while full: flow control, not memory, absorbs a flood
-                self.ready.put((client, inbox))
+                self.ready.put(connection)
             # gRPC ends the iterator instead of raising when it refused an oversized message before
             # this reader asked for it (the client heard RESOURCE_EXHAUSTED and closed): the two
             # cannot be told apart here, so the reason names both
@@ -254,7 +357,7 @@ class GrpcServerTransport:
             inbox.put(reason, timeout=self.step_timeout_s)
         except queue.Full:
             return
-        self.ready.put((client, inbox))
+        self.ready.put(connection)
 
     # --- joining --------------------------------------------------------------------------
     def wait_for_clients(self, timeout_s: float, *, progress: Callable[[int], None] | None = None) -> list[int]:
@@ -274,8 +377,12 @@ class GrpcServerTransport:
             self.joining = False
             return sorted(self.connections)
 
+    def stream_count(self) -> int:
+        """How many streams the joined clients came on (one per host certificate, else one each)."""
+        return len({id(connection) for connection in self.connections.values()})
+
     def peak_inbox_bytes(self) -> dict[int, int]:
-        """Per joined client, the most bytes its inbox held at once (metrics; R-FLOOD)."""
+        """Per joined client, the most bytes the inbox of its stream held at once (metrics; R-FLOOD)."""
         return {c: connection.inbox.peak_bytes for c, connection in sorted(self.connections.items())}
 
     # --- steps --------------------------------------------------------------------------
@@ -286,14 +393,22 @@ class GrpcServerTransport:
         finally:
             self.traffic.timed(step, time.perf_counter() - begun_step)
 
+    def _send(self, connection: HostConnection, frames: list[Frame]) -> None:
+        """One step's frames for one stream, after the drops its host has not heard of yet."""
+        frames, connection.notices = [*connection.notices, *frames], []
+        for batch in encode_batches(frames, max_bytes=self.max_message_bytes):
+            self.traffic.wire_down += len(batch)
+            connection.outbound.put(batch)
+
     def _execute(self, step: Step) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
         encoded: dict[int, bytes] = {}
+        outgoing: dict[HostConnection, list[Frame]] = {}
         pending: set[int] = set()
         started = time.perf_counter()
         for client, request in step.requests.items():
             connection = self.connections.get(client)
-            if connection is None or not connection.alive:
+            if connection is None or not connection.serves(client):
                 silent.add(client)
                 continue
             data = encoded.get(id(request))
@@ -302,48 +417,75 @@ class GrpcServerTransport:
             self.traffic.sent(step, client, data)
             if self.transcript is not None:
                 self.transcript.record(SENT, client, data, at=time.time())
-            connection.outbound.put(data)
+            outgoing.setdefault(connection, []).append(Frame(client, data))
             pending.add(client)
+        for connection, frames in outgoing.items():
+            self._send(connection, frames)
         self.traffic.server_seconds += time.perf_counter() - started
         deadline = time.monotonic() + self.step_timeout_s
         while pending:
             try:
-                client, inbox = self.ready.get(timeout=max(0.0, deadline - time.monotonic()))
+                connection = self.ready.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            item = inbox.get_nowait()
-            connection = self.connections.get(client)
-            if connection is None or connection.inbox is not inbox:
+            item = connection.inbox.get_nowait()
+            if not connection.clients:
                 continue  # from a stream that never joined the run
             if isinstance(item, str):  # the stream ended
                 connection.close(item)
-                if client in pending:
+                for client in sorted(connection.clients & pending):
                     pending.discard(client)
                     silent.add(client)
                     self.log(f"client {client} left at {step.stage.value}: {item}")
                 continue
-            if client not in pending:
-                self.log(f"ignored a message from client {client} that answers no pending request ({len(item)} bytes)")
+            self.traffic.wire_up += len(item)
+            try:
+                frames = decode_batch(item)
+            except ProtocolError as exc:
+                for client in sorted(connection.clients & pending):
+                    pending.discard(client)
+                    rejected[client] = str(exc)
+                    self.log(f"rejected client {client} at {step.stage.value}: {exc}")
                 continue
-            pending.discard(client)
-            if self.transcript is not None:
-                self.transcript.record(RECEIVED, client, item, at=time.time())
-            reason = self.traffic.answer(step, client, item)
-            if reason is None:
-                accepted.add(client)
-            else:
-                rejected[client] = reason
-                self.log(f"rejected client {client} at {step.stage.value}: {reason}")
-        for client in pending:  # past the deadline
+            for frame in frames:
+                client = frame.client
+                if not connection.speaks_for(client):
+                    self.log(f"ignored a frame for client {client} from the stream of {named(connection.clients)}: its certificate "
+                             f"does not name that client, or it did not join on that stream")
+                    continue
+                if frame.left:
+                    connection.drop(client, "it left the run", tell=False)
+                    if client in pending:
+                        pending.discard(client)
+                        silent.add(client)
+                        self.log(f"client {client} left at {step.stage.value}: its host says it left the run")
+                    continue
+                if client not in pending:
+                    self.log(f"ignored a message from client {client} that answers no pending request ({len(frame.body)} bytes)")
+                    continue
+                pending.discard(client)
+                if self.transcript is not None:
+                    self.transcript.record(RECEIVED, client, frame.body, at=time.time())
+                reason = self.traffic.answer(step, client, frame.body)
+                if reason is None:
+                    accepted.add(client)
+                else:
+                    rejected[client] = reason
+                    self.log(f"rejected client {client} at {step.stage.value}: {reason}")
+        for client in sorted(pending):  # past the deadline
             silent.add(client)
-            self.connections[client].close(f"no answer to {step.stage.value} within {self.step_timeout_s:g} s")
+            self.connections[client].drop(client, f"no answer to {step.stage.value} within {self.step_timeout_s:g} s")
             self.log(f"client {client} timed out at {step.stage.value}")
         for client in rejected:
-            self.connections[client].close(f"rejected at {step.stage.value}: {rejected[client]}")
+            self.connections[client].drop(client, f"rejected at {step.stage.value}: {rejected[client]}")
         return StepOutcome(frozenset(accepted), rejected, frozenset(silent))
 
     def close_all(self, reason: str = "done") -> None:
-        for connection in list(self.connections.values()):
+        """End every stream (``reason`` "done": the run is over), after telling each host which of
+        its clients were dropped since its last batch."""
+        for connection in set(self.connections.values()):
+            if connection.alive and connection.notices:
+                self._send(connection, [])
             connection.close(reason)
 
 
@@ -355,18 +497,33 @@ def make_server_handler(transport: GrpcServerTransport) -> grpc.GenericRpcHandle
 
 
 class ClientStream:
-    """Client side of one logical client's stream: send bytes, iterate the server's requests."""
+    """Client side of one stream: send batches of frames, iterate the server's batches."""
 
-    def __init__(self, channel: grpc.Channel, *, timeout_s: float | None) -> None:
+    def __init__(self, channel: grpc.Channel, *, timeout_s: float | None, max_message_bytes: int = 256 * 2**20) -> None:
         self._outbound: queue.Queue = queue.Queue()
+        self.max_message_bytes = max_message_bytes
         rpc = channel.stream_stream(METHOD)
         self._call = rpc(iter(self._outbound.get, _CLOSE), timeout=timeout_s)
 
     def send(self, data: bytes) -> None:
+        """One message as it is (a batch, or anything at all: tests and the fuzzer send junk)."""
         self._outbound.put(data)
+
+    def send_frames(self, frames: Iterable[Frame]) -> None:
+        """Frames as batches under the size limit."""
+        for batch in encode_batches(frames, max_bytes=self.max_message_bytes):
+            self.send(batch)
+
+    def hello(self, clients: Iterable[int], version: str) -> None:
+        """The first batch: a Hello for each client this stream speaks for."""
+        self.send_frames(Frame(c, codec.encode(Hello(c, version))) for c in clients)
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._call)
+
+    def batches(self) -> Iterator[list[Frame]]:
+        """The server's batches, decoded."""
+        return (decode_batch(data) for data in self._call)
 
     def close(self) -> None:
         self._outbound.put(_CLOSE)

@@ -7,6 +7,11 @@ extension, so the CA binds both the TLS identity and the protocol identity to th
 server relays the participants' certificates to every client, which checks each one against
 the CA before trusting its identity key: a server that swaps an identity key is caught
 (threat_model.md R-PKI). TLS keys are ECDSA P-256 (what every TLS stack accepts).
+
+A host certificate (CN ``host <ids>``, one SAN URI ``urn:secure-fedgraph:clients:<lo>-<hi>`` per
+contiguous run of its ids, no identity key) lets one
+client process speak for every client it names on one connection (threat_model.md R-HOST); each
+of those clients still signs with its own identity key, whose certificate the Welcome relays.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +31,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.identity_uris import URI_PREFIX, range_uris, uri_ranges
 
 # A UUID-derived OID (the 2.25 arc needs no registration) for the Ed25519 identity extension.
 IDENTITY_OID = x509.ObjectIdentifier("2.25.181402545102683785924541733412287367529")
-URI_PREFIX = "urn:secure-fedgraph:client:"
 VALIDITY_DAYS = 30
 
 
@@ -76,14 +82,43 @@ class KeyDirectory:
     def identity_key(self, client: int) -> Path:
         return self.root / "clients" / f"client-{client}.identity"
 
+    def host_cert(self, label: str) -> Path:
+        """The host certificate of the clients ``label`` names ("0-249": ``--ids`` as written)."""
+        return self.root / "hosts" / f"host-{label}.pem"
+
+    def host_key(self, label: str) -> Path:
+        return self.root / "hosts" / f"host-{label}.key"
+
     def require(self, *paths: Path) -> None:
         for path in paths:
             if not path.is_file():
                 raise ConfigError(f"missing {path}: make the run's keys with `secure-fedgraph keys init {self.root} --clients N`")
 
 
-def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str, ...] = ("localhost",), server_ips: tuple[str, ...] = ("127.0.0.1",)) -> KeyDirectory:
-    """Make a CA, a server certificate, and a certificate plus identity key per client.
+@dataclass(frozen=True)
+class _Issuer:
+    """The CA's key and certificate, and the validity window of what it issues now."""
+
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    def issue(self, subject: str, public_key, extensions) -> x509.Certificate:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        builder = (
+            x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(self.cert.subject).public_key(public_key)
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(min(now + datetime.timedelta(days=VALIDITY_DAYS), self.cert.not_valid_after_utc))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        )
+        for extension, critical in extensions:
+            builder = builder.add_extension(extension, critical=critical)
+        return builder.sign(self.key, hashes.SHA256())
+
+
+def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str, ...] = ("localhost",), server_ips: tuple[str, ...] = ("127.0.0.1",),
+              hosts: Mapping[str, Sequence[int]] | None = None) -> KeyDirectory:
+    """Make a CA, a server certificate, and a certificate plus identity key per client; and a
+    host certificate per entry of ``hosts`` (label -> the client ids it names).
 
     Private keys are written with mode 0600. The CA key is kept (``ca.key``) so more
     certificates can be issued; keep it off the hosts that run the protocol.
@@ -93,38 +128,28 @@ def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str,
     keys = KeyDirectory(Path(root))
     (keys.root / "clients").mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=VALIDITY_DAYS)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder().subject_name(_name("secure_fedgraph CA")).issuer_name(_name("secure_fedgraph CA"))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=VALIDITY_DAYS))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     _write(keys.root / "ca.key", _pem_key(ca_key), secret=True)
     _write(keys.ca, ca_cert.public_bytes(serialization.Encoding.PEM), secret=False)
-
-    def issue(subject: str, public_key, extensions) -> x509.Certificate:
-        builder = (
-            x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(ca_cert.subject).public_key(public_key)
-            .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        )
-        for extension, critical in extensions:
-            builder = builder.add_extension(extension, critical=critical)
-        return builder.sign(ca_key, hashes.SHA256())
-
+    issuer = _Issuer(ca_key, ca_cert)
     server_key = ec.generate_private_key(ec.SECP256R1())
     alt = [x509.DNSName(n) for n in server_names] + [x509.IPAddress(ipaddress.ip_address(i)) for i in server_ips]
-    server_cert = issue("secure_fedgraph server", server_key.public_key(),
-                        [(x509.SubjectAlternativeName(alt), False), (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)])
+    server_cert = issuer.issue("secure_fedgraph server", server_key.public_key(),
+                               [(x509.SubjectAlternativeName(alt), False), (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)])
     _write(keys.server_key, _pem_key(server_key), secret=True)
     _write(keys.server_cert, server_cert.public_bytes(serialization.Encoding.PEM), secret=False)
     for client in range(clients):
         tls_key = ec.generate_private_key(ec.SECP256R1())
         identity = IdentityKey.generate()
-        cert = issue(f"client-{client}", tls_key.public_key(), [
+        cert = issuer.issue(f"client-{client}", tls_key.public_key(), [
             (x509.SubjectAlternativeName([x509.UniformResourceIdentifier(f"{URI_PREFIX}{client}")]), False),
             (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False),
             (x509.UnrecognizedExtension(IDENTITY_OID, identity.public_bytes), False),
@@ -132,7 +157,66 @@ def init_keys(root: str | os.PathLike, *, clients: int, server_names: tuple[str,
         _write(keys.client_key(client), _pem_key(tls_key), secret=True)
         _write(keys.client_cert(client), cert.public_bytes(serialization.Encoding.PEM), secret=False)
         _write(keys.identity_key(client), identity.private_bytes(), secret=True)
+    for label, ids in (hosts or {}).items():
+        _issue_host(keys, issuer, label, ids)
     return keys
+
+
+# A host certificate names its clients as ranges (secure_fedgraph/identity_uris.py), so it stays small
+# whatever it hosts. Measured over gRPC's TLS: a client certificate above about 8 KB (one URI per id,
+# from about 260 ids) fails the handshake (SSL_ERROR_WANT_WRITE in the server's TLS layer) up to
+# about 64 KB, where it passes again.
+MAX_HOST_RANGES = 64  # contiguous runs of ids in one host certificate (about 40 bytes each)
+
+
+def id_runs(ids: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted ids as contiguous runs (lo, hi), inclusive."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def issue_host(root: str | os.PathLike, *, label: str, ids: Sequence[int]) -> Path:
+    """Issue a host certificate for ``ids`` with the CA key in ``root`` (``keys host``); returns its path.
+
+    Raises:
+        ConfigError: no ``ca.key`` there, or an empty or too long list of ids.
+    """
+    keys = KeyDirectory(Path(root))
+    keys.require(keys.ca, keys.root / "ca.key")
+    ca_key = serialization.load_pem_private_key((keys.root / "ca.key").read_bytes(), password=None)
+    issuer = _Issuer(ca_key, x509.load_pem_x509_certificate(keys.ca.read_bytes()))
+    return _issue_host(keys, issuer, label, ids)
+
+
+def _issue_host(keys: KeyDirectory, issuer: _Issuer, label: str, ids: Sequence[int]) -> Path:
+    runs = id_runs(ids)
+    if not runs or len(runs) > MAX_HOST_RANGES or runs[0][0] < 0:
+        raise ConfigError(f"a host certificate names 1 to {MAX_HOST_RANGES} ranges of non-negative client ids, got {len(runs)} for {label!r}; "
+                          "host contiguous ids in each process")
+    keys.host_cert(label).parent.mkdir(parents=True, exist_ok=True)
+    tls_key = ec.generate_private_key(ec.SECP256R1())
+    uris = [x509.UniformResourceIdentifier(uri) for uri in range_uris(runs)]
+    cert = issuer.issue(f"host {label}", tls_key.public_key(), [(x509.SubjectAlternativeName(uris), False),
+                                                                (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False)])
+    _write(keys.host_key(label), _pem_key(tls_key), secret=True)
+    _write(keys.host_cert(label), cert.public_bytes(serialization.Encoding.PEM), secret=False)
+    return keys.host_cert(label)
+
+
+def host_ids(cert_pem: bytes) -> frozenset[int]:
+    """The client ids a certificate names (its SAN URIs, single ids and ranges): what a stream
+    holding it may speak for."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.UniformResourceIdentifier)
+    except x509.ExtensionNotFound:
+        return frozenset()
+    return frozenset(c for lo, hi in uri_ranges(uris) for c in range(lo, hi + 1))
 
 
 def verify_issuer(cert: x509.Certificate, ca: x509.Certificate) -> None:

@@ -31,6 +31,18 @@ def id_ranges(n: int, parts: int) -> list[str]:
     return [f"{bounds[i]}-{bounds[i + 1] - 1}" for i in range(parts) if bounds[i + 1] > bounds[i]]
 
 
+def ensure_host_cert(certs: Path, ids: str) -> None:
+    """Issue the host certificate of ``ids`` (``keys host``) unless it exists, where ``certs``
+    holds the CA key and ``ids`` names several clients."""
+    from secure_fedgraph.clients.ids import format_ids, parse_ids
+    from secure_fedgraph.crypto.pki import KeyDirectory, issue_host
+
+    clients = parse_ids(ids)
+    keys = KeyDirectory(certs)
+    if len(clients) > 1 and (keys.root / "ca.key").is_file() and not keys.host_cert(format_ids(clients)).is_file():
+        issue_host(keys.root, label=format_ids(clients), ids=clients)
+
+
 class LaunchError(RuntimeError):
     """A process did not start, or failed; the message carries its output."""
 
@@ -50,8 +62,12 @@ class LocalRun:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def client(self, ids: str, *extra: str, stdout: int | IO[Any] | None = subprocess.PIPE) -> subprocess.Popen:
-        """Start a client process hosting ``ids`` (stderr joins stdout)."""
+    def client(self, ids: str, *extra: str, stdout: int | IO[Any] | None = subprocess.PIPE, host_cert: bool = True) -> subprocess.Popen:
+        """Start a client process hosting ``ids`` (stderr joins stdout). With ``host_cert`` and the
+        CA key in the keys folder (the launcher runs where the keys were made), a process of several
+        clients gets a host certificate for them first, and holds one connection for all of them."""
+        if host_cert:
+            ensure_host_cert(self.certs, ids)
         process = subprocess.Popen(command("client", "--server", self.address, "--ids", ids, "--certs", str(self.certs), *extra),
                                    stdout=stdout, stderr=subprocess.STDOUT, text=True, env=self.env)
         self.clients.append(process)

@@ -1,9 +1,10 @@
 from secure_fedgraph.wire import common_pb2 as _common_pb2
 from secure_fedgraph.wire import secure_sum_pb2 as _secure_sum_pb2
 from secure_fedgraph.wire import collectives_pb2 as _collectives_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -69,3 +70,21 @@ class Envelope(_message.Message):
     verify_request: _secure_sum_pb2.VerifyRequest
     verify_response: _secure_sum_pb2.VerifyResponse
     def __init__(self, advertise_request: _Optional[_Union[_secure_sum_pb2.AdvertiseRequest, _Mapping]] = ..., advertise_response: _Optional[_Union[_secure_sum_pb2.AdvertiseResponse, _Mapping]] = ..., share_keys_request: _Optional[_Union[_secure_sum_pb2.ShareKeysRequest, _Mapping]] = ..., share_keys_response: _Optional[_Union[_secure_sum_pb2.ShareKeysResponse, _Mapping]] = ..., key_deal_request: _Optional[_Union[_secure_sum_pb2.KeyDealRequest, _Mapping]] = ..., key_deal_response: _Optional[_Union[_secure_sum_pb2.KeyDealResponse, _Mapping]] = ..., key_install_request: _Optional[_Union[_secure_sum_pb2.KeyInstallRequest, _Mapping]] = ..., input_request: _Optional[_Union[_secure_sum_pb2.InputRequest, _Mapping]] = ..., input_response: _Optional[_Union[_secure_sum_pb2.InputResponse, _Mapping]] = ..., consistency_request: _Optional[_Union[_secure_sum_pb2.ConsistencyRequest, _Mapping]] = ..., consistency_response: _Optional[_Union[_secure_sum_pb2.ConsistencyResponse, _Mapping]] = ..., unmask_request: _Optional[_Union[_secure_sum_pb2.UnmaskRequest, _Mapping]] = ..., unmask_response: _Optional[_Union[_secure_sum_pb2.UnmaskResponse, _Mapping]] = ..., recover_request: _Optional[_Union[_secure_sum_pb2.RecoverRequest, _Mapping]] = ..., recover_response: _Optional[_Union[_secure_sum_pb2.RecoverResponse, _Mapping]] = ..., deliver_request: _Optional[_Union[_secure_sum_pb2.DeliverRequest, _Mapping]] = ..., ack: _Optional[_Union[_common_pb2.Ack, _Mapping]] = ..., hello: _Optional[_Union[_collectives_pb2.Hello, _Mapping]] = ..., welcome: _Optional[_Union[_collectives_pb2.Welcome, _Mapping]] = ..., broadcast_request: _Optional[_Union[_collectives_pb2.BroadcastRequest, _Mapping]] = ..., scatter_request: _Optional[_Union[_collectives_pb2.ScatterRequest, _Mapping]] = ..., upload_request: _Optional[_Union[_collectives_pb2.UploadRequest, _Mapping]] = ..., upload_response: _Optional[_Union[_collectives_pb2.UploadResponse, _Mapping]] = ..., end_request: _Optional[_Union[_collectives_pb2.EndRequest, _Mapping]] = ..., graph_request: _Optional[_Union[_secure_sum_pb2.GraphRequest, _Mapping]] = ..., graph_response: _Optional[_Union[_secure_sum_pb2.GraphResponse, _Mapping]] = ..., deliver_response: _Optional[_Union[_secure_sum_pb2.DeliverResponse, _Mapping]] = ..., verify_request: _Optional[_Union[_secure_sum_pb2.VerifyRequest, _Mapping]] = ..., verify_response: _Optional[_Union[_secure_sum_pb2.VerifyResponse, _Mapping]] = ...) -> None: ...
+
+class Frame(_message.Message):
+    __slots__ = ("client", "body", "left")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    client: int
+    body: int
+    left: str
+    def __init__(self, client: _Optional[int] = ..., body: _Optional[int] = ..., left: _Optional[str] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ("bodies", "frames")
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    bodies: _containers.RepeatedScalarFieldContainer[bytes]
+    frames: _containers.RepeatedCompositeFieldContainer[Frame]
+    def __init__(self, bodies: _Optional[_Iterable[bytes]] = ..., frames: _Optional[_Iterable[_Union[Frame, _Mapping]]] = ...) -> None: ...

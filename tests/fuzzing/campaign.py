@@ -44,6 +44,7 @@ from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Ack, Header, Hello, Welcome
+from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.runs.launch import LocalRun, start_server
 from tests.fuzzing import grammar
@@ -125,10 +126,14 @@ class FuzzIdentity:
     # --- before joining ----------------------------------------------------------------------
     def probe_hello(self, first: bytes) -> None:
         """Send ``first`` as a stream's first message; the server must refuse the stream."""
-        if not grammar.is_other_hello(first, self.client):
+        raw = len(first) % 2 == 0  # half as the stream's first message itself, half as the body of a frame for this client
+        if not (grammar.is_other_hello_batch(first, self.client) if raw else grammar.is_other_hello(first, self.client)):
             return  # a valid Hello would join: the oracle keeps it out of the junk
         stream = ClientStream(self.channel, timeout_s=30)
-        stream.send(first)
+        if raw:
+            stream.send(first)
+        else:
+            stream.send_frames([Frame(self.client, first)])
         try:
             next(iter(stream))
         except grpc.RpcError as exc:
@@ -146,8 +151,8 @@ class FuzzIdentity:
         """Join, answer honestly, and at the scheduled request attack (or, in the baseline run,
         leave at the request where the attack got this identity dropped)."""
         stream = ClientStream(self.channel, timeout_s=300)
-        stream.send(codec.encode(Hello(self.client, __version__)))
-        requests = iter(stream)
+        stream.hello([self.client], __version__)
+        requests = (f.body for frames in stream.batches() for f in frames if f.client == self.client and not f.left)
         answers: list[bytes] = []
         host, index, pending_leave = None, 0, None
         if baseline:
@@ -164,25 +169,25 @@ class FuzzIdentity:
                 request = codec.decode(data)
                 if isinstance(request, Welcome):
                     host, _ = _welcome(self.client, request, ClientOptions(server="", ids=[self.client], keys=self.keys.root),
-                                    self.keys, _Shared(self.keys.ca.read_bytes(), threading.BoundedSemaphore(1)), None)
+                                    self.keys, _Shared(self.keys.ca.read_bytes()), None)
                     honest = codec.encode(Ack(Header(request.header.session, request.header.round, request.header.step,
                                                      request.header.stage, self.client)))
                     self.second_stream()
                 else:
                     honest = codec.encode(host.handle(request))
                 if baseline or index != attack.at:
-                    stream.send(honest)
+                    self.send(stream, honest)
                     answers.append(honest)
                     self.count("honest answer")
                     continue
                 stage = request.header.stage.value
                 if attack.kind in EXTRA:
-                    stream.send(honest)
-                    stream.send(self.extra(attack.kind, honest, request))
+                    self.send(stream, honest)
+                    self.send(stream, self.extra(attack.kind, honest, request))
                     pending_leave = index + 1
                     continue
                 bad = self.replacement(attack.kind, honest, answers)
-                stream.send(bad)
+                self.send(stream, bad)
                 self.expect_dropped(requests, f"{attack.kind} at {stage}", index)
                 return
         except grpc.RpcError as exc:
@@ -194,6 +199,10 @@ class FuzzIdentity:
         finally:
             stream.close()
             stream.cancel()
+
+    def send(self, stream: ClientStream, body: bytes) -> None:
+        """One answer (or attack) as this identity's frame; an oversized one goes as one batch."""
+        stream.send_frames([Frame(self.client, body)])
 
     def expect_dropped(self, requests, what: str, index: int) -> None:
         """After an invalid answer the server must drop this identity, not ask it anything more."""
@@ -235,7 +244,7 @@ class FuzzIdentity:
     def second_stream(self) -> None:
         """While joined, a second stream under the same certificate must be refused."""
         stream = ClientStream(self.channel, timeout_s=30)
-        stream.send(codec.encode(Hello(self.client, __version__)))
+        stream.hello([self.client], __version__)
         try:
             next(iter(stream))
         except grpc.RpcError as exc:
@@ -258,7 +267,7 @@ def probe_foreign_certificates(run: LocalRun, work: Path, probes: int, result: C
                                                    certificate_chain=keys.client_cert(client).read_bytes())
         with grpc.secure_channel(run.address, credentials, options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
             stream = ClientStream(channel, timeout_s=30)
-            stream.send(codec.encode(Hello(client, __version__)))
+            stream.hello([client], __version__)
             try:
                 next(iter(stream))
             except grpc.RpcError as exc:

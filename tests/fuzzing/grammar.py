@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
+from secure_fedgraph.protocol.transports.batch import decode_batch
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.wire import envelope_pb2
 
@@ -294,3 +295,13 @@ def is_other_hello(data: bytes, client: int) -> bool:
     except Exception:  # noqa: BLE001 anything that does not decode is not a Hello
         return True
     return not (isinstance(message, Hello) and message.client == client)
+
+
+def is_other_hello_batch(data: bytes, client: int) -> bool:
+    """The oracle for a stream's raw first message: True unless ``data`` is a batch whose every
+    frame is a Hello of ``client`` (which would join)."""
+    try:
+        frames = decode_batch(data)
+    except ProtocolError:
+        return True
+    return not frames or any(f.client != client or is_other_hello(f.body, client) for f in frames)

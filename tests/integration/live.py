@@ -12,11 +12,13 @@ from typing import Any
 
 import grpc
 
+from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_clients
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
+from secure_fedgraph.runs.launch import ensure_host_cert
 from secure_fedgraph.server.runtime import ServerOptions, run_server
 
 
@@ -99,7 +101,9 @@ class LiveClients:
 
 
 def start_clients(server: LiveServer, ids: list[int], **options: Any) -> LiveClients:
-    """Honest clients ``ids``, hosted by the real client runtime."""
+    """Honest clients ``ids``, hosted by the real client runtime (one stream, under a host
+    certificate for them)."""
+    ensure_host_cert(server.keys.root, format_ids(ids))
     client_options = ClientOptions(server=server.address, ids=ids, keys=server.keys.root, **{"connect_timeout_s": 10.0, **options})
     live = LiveClients(threading.Thread(target=lambda: None))
 

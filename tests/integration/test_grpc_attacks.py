@@ -3,6 +3,7 @@ the server's transport running in this process so one defence can be switched of
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent import futures
@@ -15,8 +16,33 @@ from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.transports import grpc as transport_module
-from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, make_server_handler
+from secure_fedgraph.protocol.transports.batch import Frame
+from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, HostConnection, make_server_handler
 from tests.helpers import defence_stops
+
+
+@contextlib.contextmanager
+def _transport_server(keys, *, step_timeout_s: float):
+    """The server's transport behind a real TLS port on 127.0.0.1: yields (transport, port)."""
+    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((make_server_handler(transport),))
+    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
+                                              root_certificates=keys.ca.read_bytes(), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        yield transport, port
+    finally:
+        transport.close_all()
+        server.stop(0)
+
+
+def _channel(keys, client: int, port: int) -> grpc.Channel:
+    """A TLS channel under client ``client``'s own certificate."""
+    mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
+                                        certificate_chain=keys.client_cert(client).read_bytes())
+    return grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")])
 
 
 def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path):
@@ -27,27 +53,49 @@ def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path)
     keys = init_keys(tmp_path / "keys", clients=2)
 
     def attack() -> bool:
-        transport = GrpcServerTransport({0, 1}, step_timeout_s=5)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        server.add_generic_rpc_handlers((make_server_handler(transport),))
-        credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
-                                                  root_certificates=keys.ca.read_bytes(), require_client_auth=True)
-        port = server.add_secure_port("127.0.0.1:0", credentials)
-        server.start()
-        try:
-            mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(1).read_bytes(),
-                                                certificate_chain=keys.client_cert(1).read_bytes())
-            with grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
-                stream = ClientStream(channel, timeout_s=10)
-                stream.send(codec.encode(Hello(0, __version__)))  # "I am client 0"
-                joined = transport.wait_for_clients(3.0)
-                stream.cancel()
-            return 0 in joined
-        finally:
-            transport.close_all()
-            server.stop(0)
+        with _transport_server(keys, step_timeout_s=5) as (transport, port), _channel(keys, 1, port) as channel:
+            stream = ClientStream(channel, timeout_s=10)
+            stream.send_frames([Frame(0, codec.encode(Hello(0, __version__)))])  # "I am client 0"
+            joined = transport.wait_for_clients(3.0)
+            stream.cancel()
+        return 0 in joined
 
     defence_stops(attack, monkeypatch, transport_module, "stream_identity", lambda certified, hello: hello.client)
+
+
+def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monkeypatch, tmp_path):
+    """The host of client 0 (its certificate names client 0 only) joins, then answers a step for
+    client 0 and also for client 1, whose own host stays silent. Each frame must come from the
+    stream its client joined on: the forged answer is ignored and client 1 is silent (R-MTLS,
+    per frame); a server taking any frame on any stream would accept it as client 1's answer."""
+    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.protocol.steps import Step
+
+    keys = init_keys(tmp_path / "keys", clients=2)
+
+    def attack() -> bool:
+        with _transport_server(keys, step_timeout_s=2) as (transport, port), _channel(keys, 0, port) as forger_channel, \
+                _channel(keys, 1, port) as victim_channel:
+            forger, victim = ClientStream(forger_channel, timeout_s=10), ClientStream(victim_channel, timeout_s=10)
+            forger.hello([0], __version__)
+            victim.hello([1], __version__)  # joins, then never answers
+            assert transport.wait_for_clients(5.0) == [0, 1]
+            header = Header(bytes(16), 0, 1, Stage.END, SERVER)
+            step = Step(Stage.END, {0: EndRequest(header, "x"), 1: EndRequest(header, "x")}, lambda c, r: None)
+
+            def answer_for_both() -> None:
+                next(forger.batches())
+                forger.send_frames([Frame(c, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, c)))) for c in (0, 1)])
+
+            threading.Thread(target=answer_for_both, daemon=True).start()
+            outcome = transport.execute(step)
+            forger.cancel()
+            victim.cancel()
+        assert 0 in outcome.accepted
+        return 1 in outcome.accepted
+
+    defence_stops(attack, monkeypatch, HostConnection, "speaks_for", lambda self, client: True)
 
 
 # --- the server survives any client (threat_model.md R-CRASH, R-STREAMS, R-FLOOD) -------------
@@ -59,8 +107,8 @@ def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path)
 def _welcome_of(stream: ClientStream):
     """Say Hello as client 3 and wait for the run's Welcome (the run starts once the honest
     clients joined)."""
-    stream.send(codec.encode(Hello(3, __version__)))
-    return codec.decode(next(iter(stream)))
+    stream.hello([3], __version__)
+    return codec.decode(next(stream.batches())[0].body)
 
 
 def test_attack_an_error_while_handling_one_message_drops_its_sender_not_the_server(monkeypatch, tmp_path):
@@ -91,7 +139,7 @@ def test_attack_an_error_while_handling_one_message_drops_its_sender_not_the_ser
         with live.raw_channel(server, 3) as channel:
             stream = live.open_stream(channel)
             _welcome_of(stream)
-            stream.send(overflowing_header())
+            stream.send_frames([Frame(3, overflowing_header())])
             finished = server.finished() and honest.all_finished()
             stream.cancel()
         return not finished
@@ -169,7 +217,7 @@ def test_attack_a_flood_from_a_joined_client_is_held_back_by_flow_control(monkey
         server = live.start_server(tmp_path / f"run-{next(runs)}", clients=4, max_message_bytes=4 * 2**20)
         with live.raw_channel(server, 3, max_message_bytes=4 * 2**20) as channel:
             stream = live.open_stream(channel)
-            stream.send(codec.encode(Hello(3, __version__)))
+            stream.hello([3], __version__)
             for i in range(count):
                 stream.send(bytes([i]) * size)
             time.sleep(2.0)  # the server's reader takes in what flow control lets through

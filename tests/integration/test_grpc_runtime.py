@@ -18,8 +18,8 @@ from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Hello
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
@@ -184,14 +184,14 @@ def test_mtls_refuses_strangers_and_impostors_and_keeps_serving(start_server, tm
     stranger = init_keys(tmp_path / "stranger", clients=1)
     with _channel(run, 0, keys=stranger) as channel:
         stream = ClientStream(channel, timeout_s=10)
-        stream.send(codec.encode(Hello(0, __version__)))
+        stream.hello([0], __version__)
         with pytest.raises(grpc.RpcError) as refused:
             next(iter(stream))
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     # 2. a valid certificate whose Hello claims another client's id
     with _channel(run, 0) as channel:
         stream = ClientStream(channel, timeout_s=10)
-        stream.send(codec.encode(Hello(1, __version__)))
+        stream.hello([1], __version__)
         with pytest.raises(grpc.RpcError) as impostor:
             next(iter(stream))
         assert impostor.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -199,7 +199,7 @@ def test_mtls_refuses_strangers_and_impostors_and_keeps_serving(start_server, tm
     # 3. a valid certificate of a client that is not part of this run
     with _channel(run, 4) as channel:
         stream = ClientStream(channel, timeout_s=10)
-        stream.send(codec.encode(Hello(4, __version__)))
+        stream.hello([4], __version__)
         with pytest.raises(grpc.RpcError) as outsider:
             next(iter(stream))
         assert "client 4 is not part of this run" in outsider.value.details()
@@ -218,17 +218,18 @@ def _rogue(run, client: int, answer):
     def go():
         with _channel(run, client, send_limit=64 * 2**20) as channel:  # the server, not this client, must enforce the limit
             stream = ClientStream(channel, timeout_s=60)
-            stream.send(codec.encode(Hello(client, __version__)))
+            stream.hello([client], __version__)
             try:
-                for i, data in enumerate(stream):
+                for i, frames in enumerate(stream.batches()):
+                    data = frames[0].body
                     request = codec.decode(data)
                     if i == 0:  # the Welcome
                         from secure_fedgraph.protocol.messages import Ack, Header
 
                         h = request.header
-                        stream.send(codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, client))))
+                        stream.send_frames([Frame(client, codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, client))))])
                     elif i == 1:
-                        stream.send(answer(data))  # then keep reading: the server's verdict ends the stream
+                        stream.send_frames([Frame(client, answer(data))])  # then keep reading: the server's verdict ends the stream
             except grpc.RpcError as exc:
                 errors.append(exc)
             finally:
@@ -387,6 +388,8 @@ def test_nfedgnn_over_grpc_equals_the_in_process_run(start_server, user_weights,
     assert numbers(metrics) == numbers(local)
     assert metrics["elements_by_phase"] == local["elements_by_phase"]
     assert ("fedavg" in metrics["elements_by_phase"]) == (user_weights == "fedavg")
+    # one stream per process (a host certificate each), and a body shared by a host's users (the Welcome) sent once per stream
+    assert metrics["streams"] == 2 and metrics["wire_bytes_down_total"] < metrics["bytes_down_total"]
     assert (metrics["key_setup"] in ({}, None)) == (user_weights == "own")
 
 @needs_planetoid

@@ -66,7 +66,6 @@ def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
     """A resumed Welcome reaching a client process that holds nothing of the run (it restarted,
     or never took part) is refused, and so is a new run reaching one that is in a run."""
     import dataclasses
-    import threading
 
     from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
     from secure_fedgraph.errors import ConfigError, ProtocolError
@@ -80,7 +79,7 @@ def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
     certs = tuple(keys.client_cert(c).read_bytes() for c in range(3))
     fresh = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), json.dumps(run), (0, 1, 2), certs)
     resumed = dataclasses.replace(fresh, config_json=json.dumps({**run, "resume": {"round": 0}}))
-    options, shared = ClientOptions(server="x", ids=[0], keys=keys.root), _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))
+    options, shared = ClientOptions(server="x", ids=[0], keys=keys.root), _Shared(keys.ca.read_bytes())
     with pytest.raises(ConfigError, match="resumes a run at round 0 that this client process holds nothing of"):
         _welcome(0, resumed, options, keys, shared, None)
     host, memory = _welcome(0, fresh, options, keys, shared, None)

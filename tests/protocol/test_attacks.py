@@ -802,7 +802,6 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
     is the server's, which could then sign as client 1 (consistency signatures, adverts). Every
     certificate in a Welcome must be signed by the run's CA."""
     import json
-    import threading
 
     from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
     from secure_fedgraph.crypto import pki
@@ -817,7 +816,7 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
     attacker_key = pki.load_identity(other.identity_key(1)).public_bytes
 
     def attack() -> bool:
-        shared = _Shared(keys.ca.read_bytes(), threading.BoundedSemaphore(1))
+        shared = _Shared(keys.ca.read_bytes())
         host, _ = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
         return host.role.directory[1] == attacker_key
 
