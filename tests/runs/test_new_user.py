@@ -36,7 +36,7 @@ def keys(tmp_path_factory):
         (["server", "--bind", "127.0.0.1:0", "--plan", "fedavg-gru", "--certs", "{tmp}/none", "--out", "{tmp}/o"], "--certs: missing"),
         (["server", "--bind", "127.0.0.1:0", "--plan", "nope", "--certs", "{keys}", "--out", "{tmp}/o"], "unknown plan 'nope'"),
         (["client", "--server", "localhost", "--ids", "0", "--certs", "{keys}"], "--server must be HOST:PORT"),
-        (["client", "--server", "127.0.0.1:1", "--ids", "0-5", "--certs", "{keys}"], "client-3.pem"),
+        (["client", "--server", "127.0.0.1:1", "--ids", "0-5", "--certs", "{keys}"], "/clients/client-3."),
         (["client", "--server", "127.0.0.1:1", "--ids", "x", "--certs", "{keys}"], "--ids must look like"),
         (["client", "--server", "127.0.0.1:1", "--ids", "0", "--certs", "{keys}", "--crash-at", "unmasked@1"],
          "--crash-at must be STAGE[@ROUND][:N] with STAGE one of advertise,"),
@@ -78,7 +78,7 @@ def test_a_usage_error_is_one_line_and_exit_2_before_torch_is_imported(argv, mes
     [
         (["server", "--bind", "127.0.0.1:0", "--plan", "fedavg-vector", "--clients", "1000", "--certs", "{tmp}", "--out", "{tmp}/o"],
          "a server for 1000 clients needs about 1072 open files"),
-        (["client", "--server", "127.0.0.1:1", "--ids", "0-999", "--certs", "{tmp}"], "a client process hosting 1000 clients needs about 1064 open files"),
+        # a client process holds one stream per host certificate now, not one per client: its keys are checked first
     ],
 )
 def test_too_low_a_hard_limit_on_open_files_is_one_line_before_torch_is_imported(argv, message, tmp_path):
