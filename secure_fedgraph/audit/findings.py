@@ -129,6 +129,7 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "C-RANGE": "capacity checks happen before anything is sent",
     "C-COLLUDE": "a stated limitation, not a protection",
     "R-MTLS": "TLS happens below the transcript",
+    "R-HOST": "which stream a client's frames came on is below the transcript",
     "R-PKI": "certificate checks happen in the clients",
     "R-INPUT": "malformed messages never decode into a transcript record that the audit replays",
     "R-CRASH": "a property of the server's handling code",
