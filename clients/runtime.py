@@ -50,7 +50,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphErr
 from secure_fedgraph.papers import RESUMABLE, plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientHost
-from secure_fedgraph.protocol.messages import Ack, Header, Hello, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.messages import Ack, Header, UploadResponse, Welcome, named
 from secure_fedgraph.protocol.crash_point import CrashPoint, crash_by_sigkill
 from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
@@ -208,7 +208,7 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
     torch.set_num_threads(1)  # many logical clients per process; and the same numbers in every process
     if options.parallel < 1:
         raise ConfigError(f"--parallel must be at least 1, got {options.parallel}")
-    ensure_client_files(len(links), transcripts=len(options.ids) if options.transcript_dir is not None else 0)
+    ensure_client_files(len(links), clients=len(options.ids), transcripts=len(options.ids) if options.transcript_dir is not None else 0)
     before = usage()
     with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="handle") as pool:
         shared = _Shared(keys.ca.read_bytes(), pool)
@@ -323,8 +323,8 @@ class _HostLink:
             del work
             if answers:
                 stream.send_frames(answers)
-            if not any(c.taking_part for c in self.clients.values()):
-                return
+            if all(c.left for c in self.clients.values()):
+                return  # nobody here is in the run any more (a finished client keeps reading: the server ends the stream)
 
 
 class _LogicalClient:
@@ -371,8 +371,10 @@ class _LogicalClient:
             return None
         try:
             return Frame(self.client, self._answer(data, request))
-        except (SecureFedGraphError, ValueError, TypeError, KeyError) as exc:
+        except SecureFedGraphError as exc:
             self.leave(str(exc))
+        except Exception as exc:  # noqa: BLE001 one client's failure (a bug included: named with its type) must not stop the others
+            self.leave(f"{type(exc).__name__}: {exc}")
         return Frame(self.client, left="it left the run")
 
     def _answer(self, data: bytes, request: Any) -> bytes:

@@ -425,9 +425,17 @@ def _sum_demo(args: argparse.Namespace) -> int:
     return 0 if run(config) else 1
 
 
-def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -> int:
-    """The files a server or a client process needs; returns the streams a client process will
-    hold (one under a host certificate for exactly its ids, else one per client)."""
+def _client_streams(certs: str, clients: list[int]) -> int:
+    """The streams a client process will hold: one under a host certificate for exactly its ids
+    (in ``certs``), else one per client."""
+    from secure_fedgraph.clients.ids import format_ids
+    from secure_fedgraph.crypto.pki import KeyDirectory
+
+    return 1 if KeyDirectory(Path(certs)).host_cert(format_ids(clients)).is_file() else len(clients)
+
+
+def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -> None:
+    """The files a server, or a client process (under its host certificate or its clients' own), needs."""
     from secure_fedgraph.clients.ids import format_ids
     from secure_fedgraph.crypto.pki import KeyDirectory
     from secure_fedgraph.runs.preflight import check_files
@@ -438,9 +446,8 @@ def _check_keys(args: argparse.Namespace, *, server: bool, clients: list[int]) -
     if host:
         paths += [keys.host_key(format_ids(clients))]
     for client in clients:
-        paths += [keys.client_cert(client)] if server else [keys.identity_key(client), *(() if host else (keys.client_cert(client), keys.client_key(client)))]
+        paths += [keys.client_cert(client)] if server else [*(() if host else (keys.client_cert(client), keys.client_key(client))), keys.identity_key(client)]
     check_files("--certs", paths, f"make the run's keys with `secure-fedgraph keys init {args.certs} --clients N`")
-    return 1 if host else len(clients)
 
 
 def _check_data_dir(args: argparse.Namespace) -> None:
@@ -512,8 +519,8 @@ def _preflight(args: argparse.Namespace) -> None:
 
         preflight.parse_address("--server", args.server)
         ids = parse_ids(args.ids)
-        streams = _check_keys(args, server=False, clients=ids)
-        resources.ensure_client_files(streams, transcripts=len(ids) if args.transcript is not None else 0)
+        resources.ensure_client_files(_client_streams(args.certs, ids), clients=len(ids), transcripts=len(ids) if args.transcript is not None else 0)
+        _check_keys(args, server=False, clients=ids)
     elif args.command == "demo":
         DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process
         if args.keep:

@@ -31,10 +31,11 @@ def ensure_server_files(clients: int) -> int:
     return ensure_open_files(clients + EXTRA_STREAMS + RESERVED_FILES, what=f"a server for {clients} clients")
 
 
-def ensure_client_files(streams: int, *, transcripts: int = 0) -> int:
-    """:func:`ensure_open_files` for a client process holding ``streams`` connections (one with
-    a host certificate, else one per hosted client) and ``transcripts`` transcript files."""
-    return ensure_open_files(streams + transcripts + RESERVED_FILES, what=f"a client process holding {streams} streams")
+def ensure_client_files(streams: int, *, clients: int | None = None, transcripts: int = 0) -> int:
+    """:func:`ensure_open_files` for a client process hosting ``clients`` (default ``streams``)
+    on ``streams`` connections (one with a host certificate, else one per client), with
+    ``transcripts`` transcript files."""
+    return ensure_open_files(streams + transcripts + RESERVED_FILES, what=f"a client process hosting {clients or streams} clients")
 
 
 def ensure_open_files(needed: int, *, what: str) -> int:

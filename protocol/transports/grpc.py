@@ -316,6 +316,7 @@ class GrpcServerTransport:
             connection.clients = clients
             for client in clients:
                 self.connections[client] = connection
+            self.streams.difference_update(ours - clients)  # ids the certificate names but this stream did not join: free again
             self._joined.notify_all()
         while True:
             item = connection.outbound.get()
