@@ -198,8 +198,8 @@ def from_pb(cls: type, msg: Any) -> Any:
                 values[name] = from_pb(sub, raw)
             elif kind == "repeated_message":
                 values[name] = tuple(from_pb(sub, r) for r in raw)
-            else:
-                values[name] = tuple(sub(r) for r in raw)
+            else:  # repeated scalars: map, not a generator (a Deliver names every contributor, n per client)
+                values[name] = tuple(raw) if sub is int else tuple(map(sub, raw))
         return cls(**values)
     except ConfigError as exc:
         raise ProtocolError(f"malformed {cls.__name__}: {exc}") from None

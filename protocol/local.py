@@ -15,7 +15,7 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, check_directory, new_session_id
 from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
@@ -70,7 +70,7 @@ def local_session(
     """Fresh identity keys, a fresh session id (unless given), one server and one client role per
     id; every client holds ``policy`` (default: it accepts ``config``)."""
     identities = {c: IdentityKey.generate() for c in client_ids}
-    directory = {c: k.public_bytes for c, k in identities.items()}
+    directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
     session = new_session_id() if session is None else session
     server = make_server(config, session=session, directory=directory, clients=sorted(client_ids))
     clients = {

@@ -24,7 +24,7 @@ from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.plain import OnePartyServer
-from secure_fedgraph.protocol.secure_sum.roles import ServerRole, new_session_id
+from secure_fedgraph.protocol.secure_sum.roles import ServerRole, check_directory, new_session_id
 from secure_fedgraph.protocol.session import Sequencer
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transcript import RunTranscripts
@@ -131,7 +131,7 @@ def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, reco
         check_resumable(plan.name)
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
-    directory = {c: k.public_bytes for c, k in identities.items()}
+    directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
     memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE,
                                  reproducible_noise=reproducible_noise)
                 for c in ids}
@@ -161,7 +161,7 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
              policy, writers: RunTranscripts | None):
     """One session of the run: a new session id and keys, the server resumed from ``saved`` (a
     checkpoint: round, state, context snapshot, round log) and each client from its memory."""
-    directory = {c: k.public_bytes for c, k in identities.items()}
+    directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
     ids = sorted(identities)
     live = ids if saved is None else saved[2]["live"]
     resume_round = None if saved is None else saved[0]
