@@ -727,8 +727,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "user_randomness=run_seed); off by default: the server could recompute them and invert a user's first "
                              "latents (threat_model.md NF-INIT)")
     policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
-                        help="least distributed DP noise multiplier on the sums of this client's model (fedavg-gru, fedavg-vector: "
-                             "--set ddp_noise=Z on the server); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
+                        help="least distributed DP noise multiplier in any sum of this client's model, counted over the fewest "
+                             "contributors this client lets a sum have (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
+                             "be about 1.41 Z or more); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
     policy.add_argument("--min-dpsgd-sigma", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "
                              "--set dpsgd_sigma=S on the server); default 0: accept training without DP-SGD (threat_model.md DP-SGD-FLOOR)")

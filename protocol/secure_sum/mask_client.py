@@ -345,7 +345,8 @@ class MaskClient(ClientRole):
         streaming = ep.plan.streams(request.spec)
         x = self._fresh(request.spec)
         digest = self._digest_of(x)
-        x = self._with_noise(request.spec, x, live=len(live), precision_bits=expected.precision_bits)  # in the ring, before the masks
+        x = self._with_noise(request.spec, x, live=len(live), least=ep.plan.min_survivors,  # what a consistency check may accept
+                             precision_bits=expected.precision_bits)  # in the ring, before the masks
         if streaming:  # the input leaves under pairwise masks only: its set is the live set, fixed now
             self._bind(request.spec.name, digest, live)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))

@@ -90,7 +90,7 @@ class PlainClient(ClientRole):
         all_f32 = all(a.dtype == np.float32 for a in self._contributions[request.spec.name].values()) and request.spec.noise is None
         # distributed DP: the same noise as mask's, on mask's grid; but here the server sees each input with its own share only
         precision = 0 if request.spec.noise is None else self.config.mask.encoding_of(request.spec, len(request.live)).precision_bits
-        x = self._with_noise(request.spec, x, live=len(request.live), precision_bits=precision)
+        x = self._with_noise(request.spec, x, live=len(request.live), least=len(request.live), precision_bits=precision)
         self._pending = (request.sum_index, request.spec)
         self._expose(request.spec)  # in the clear: the server holds it from now on
         return InputResponse(self._header(request), x.astype(np.float32 if all_f32 else np.float64), ())

@@ -127,10 +127,16 @@ class ClientPolicy:
             raise self._refuse(f"the plan uploads activations with dp_sigma={dp_sigma or 0.0:g}, below {self.min_dp_sigma:g} (the "
                                f"server would see them with less noise; start the server with --dp-sigma {self.min_dp_sigma:g})",
                                "min_dp_sigma")
-        if self.min_ddp_noise > 0 and (ddp_noise or 0.0) < self.min_ddp_noise:
-            offered = "has no distributed DP on its model sums" if ddp_noise is None else f"sums its model with ddp_noise={ddp_noise:g}"
-            raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
-                               "(start the server with --set ddp_noise=...)", "min_ddp_noise")
+        if self.min_ddp_noise > 0:
+            least = max(config.min_survivors or 0, self.floor(n_run))
+            have = (ddp_noise or 0.0) * math.sqrt(min(1.0, least / n_run))
+            if have < self.min_ddp_noise:
+                offered = "has no distributed DP on its model sums" if ddp_noise is None else \
+                    f"sums its model with ddp_noise={ddp_noise:g}, which leaves {have:.3g} in a sum of the {least} of {n_run} clients it may be delivered with"
+                need = self.min_ddp_noise * math.sqrt(n_run / least)
+                raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
+                                   f"in any sum of its model (start the server with --set ddp_noise={math.ceil(need * 1000) / 1000:g} or more)",
+                                   "min_ddp_noise")
         if self.min_dpsgd_sigma > 0 and (dpsgd_sigma or 0.0) < self.min_dpsgd_sigma:
             offered = "has no DP-SGD in its local training" if dpsgd_sigma is None else f"trains with dpsgd_sigma={dpsgd_sigma:g}"
             raise self._refuse(f"the plan {offered}, and this client requires a DP-SGD noise multiplier of at least {self.min_dpsgd_sigma:g} "
@@ -140,12 +146,15 @@ class ClientPolicy:
                                "which the server knows: it could recompute them and invert this client's first latents",
                                "allow_seeded_randomness")
 
-    def check_noise(self, spec: SumSpec, *, live: int, private: bool) -> None:
+    def check_noise(self, spec: SumSpec, *, live: int, least: int, private: bool) -> None:
         """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),
         before this client's contribution leaves it. ``private``: the plan marked this
-        contribution as its model (SecureSum(..., private=True)); ``live``: the clients asked.
-        The noise counted is what the sum carries if every client asked contributes: z, or
-        z sqrt(live / expected) when the server spreads it over more clients than it asks.
+        contribution as its model (SecureSum(..., private=True)); ``live``: the clients asked;
+        ``least``: the fewest contributors the sum may be delivered with (the survivor floor this
+        client enforces; ``live`` where the server sees every input anyway). The noise counted
+        is what the sum carries in that worst case, z sqrt(min(live, least) / expected): a
+        deviating server that discards honest inputs down to the floor (claiming they dropped)
+        gets no less (threat_model.md DDP-FLOOR).
 
         Raises:
             ProtocolError: a private sum with less noise than this client's floor, or none.
@@ -153,12 +162,14 @@ class ClientPolicy:
         if not private or self.min_ddp_noise <= 0:
             return
         noise = spec.noise
-        have = 0.0 if noise is None else noise.noise_multiplier * math.sqrt(min(1.0, live / noise.expected_contributors))
+        fewest = min(live, least)
+        have = 0.0 if noise is None else noise.noise_multiplier * math.sqrt(min(1.0, fewest / noise.expected_contributors))
         if have < self.min_ddp_noise:
-            spread = "" if noise is None or noise.expected_contributors <= live else \
-                f" (multiplier {noise.noise_multiplier:g} spread over {noise.expected_contributors} expected contributors, {live} asked)"
+            spread = "" if noise is None or noise.expected_contributors <= fewest else \
+                (f" (multiplier {noise.noise_multiplier:g} spread over {noise.expected_contributors} expected contributors, "
+                 f"{live} asked, {fewest} may be all it is delivered with)")
             raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {have:.3g}{spread}, "
-                               f"below {self.min_ddp_noise:g} (the server would see a sum with less noise)", "min_ddp_noise")
+                               f"below {self.min_ddp_noise:g} (the server could see a sum with less noise)", "min_ddp_noise")
 
     def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int) -> None:
         """A mask key epoch among ``n`` participants, as an ADVERTISE announces it.

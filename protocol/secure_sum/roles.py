@@ -241,11 +241,12 @@ class ClientRole(SecretMaterial, ABC):
         else:
             self._private.discard(name)
 
-    def _with_noise(self, spec: SumSpec, x: np.ndarray, *, live: int, precision_bits: int) -> np.ndarray:
+    def _with_noise(self, spec: SumSpec, x: np.ndarray, *, live: int, least: int, precision_bits: int) -> np.ndarray:
         """Distributed DP (SumSpec.noise): the announced noise checked against this client's
-        policy, then ``x`` clipped and noised on the grid 2^-precision_bits before anything of it
-        leaves (protocol/secure_sum/noise.py; threat_model.md DDP-NOISE)."""
-        self.policy.check_noise(spec, live=live, private=spec.name in self._private)
+        policy over the fewest contributors (``least``) the sum may be delivered with, then ``x``
+        clipped and noised on the grid 2^-precision_bits before anything of it leaves
+        (protocol/secure_sum/noise.py; threat_model.md DDP-NOISE, DDP-FLOOR)."""
+        self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private)
         return x if spec.noise is None else noised(x, spec.noise, precision_bits=precision_bits)
 
     def _contribution(self, spec: SumSpec):

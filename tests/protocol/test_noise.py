@@ -121,12 +121,49 @@ def test_a_clients_floor_refuses_no_noise_and_noise_spread_over_more_clients_tha
     policy = ClientPolicy(min_ddp_noise=1.0)
     noiseless = SumSpec.of("weights", {"w": np.zeros(3)})
     with pytest.raises(ProtocolError, match=r"noise multiplier 0, below 1 .*--min-ddp-noise"):
-        policy.check_noise(noiseless, live=4, private=True)
-    policy.check_noise(noiseless, live=4, private=False)  # error sums and statistics: not the client's model
+        policy.check_noise(noiseless, live=4, least=4, private=True)
+    policy.check_noise(noiseless, live=4, least=4, private=False)  # error sums and statistics: not the client's model
     spread = SumSpec.of("weights", {"w": np.zeros(3)}, noise=SumNoise(l2_clip=1.0, noise_multiplier=2.0, expected_contributors=40))
-    with pytest.raises(ProtocolError, match=r"multiplier 0.632 \(multiplier 2 spread over 40 expected contributors, 4 asked\)"):
-        policy.check_noise(spread, live=4, private=True)
-    policy.check_noise(spread, live=16, private=True)  # 2 sqrt(16/40) = 1.26
+    with pytest.raises(ProtocolError, match=r"multiplier 0.632 \(multiplier 2 spread over 40 expected contributors, 4 asked, 4 may be all"):
+        policy.check_noise(spread, live=4, least=4, private=True)
+    policy.check_noise(spread, live=16, least=16, private=True)  # 2 sqrt(16/40) = 1.26
+    # the survivor floor counts: 16 asked, but a sum of 8 may be delivered: 2 sqrt(8/40) = 0.894
+    with pytest.raises(ProtocolError, match=r"multiplier 0.894 \(multiplier 2 spread over 40 expected contributors, 16 asked, 8 may be all"):
+        policy.check_noise(spread, live=16, least=8, private=True)
+
+
+def test_a_clients_floor_at_the_welcome_counts_the_fewest_contributors_it_accepts():
+    """4 clients, of whom this client lets a sum have 3: a plan needs ddp_noise >= sqrt(4/3)."""
+    policy = ClientPolicy(min_ddp_noise=1.0)
+    assert policy.floor(4) == 3
     with pytest.raises(ProtocolError, match=r"has no distributed DP on its model sums, and this client requires .* at least 1 .*--min-ddp-noise"):
         policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=None)
-    policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=1.0)
+    with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.866 in a sum of the 3 of 4 clients .* --set ddp_noise=1.155 or more"):
+        policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=1.0)
+    policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=1.155)
+    policy.check_run(SecureSumConfig(min_survivors=4), n_run=4, ddp_noise=1.0)  # a server that needs every client
+
+
+def test_attack_a_server_discarding_honest_inputs_down_to_the_survivor_floor(monkeypatch):
+    """Ten clients require noise multiplier 1 on their model sums (--min-ddp-noise 1), and the
+    server announces exactly 1 over the 10 it asks. Then it discards three honest inputs,
+    claiming those clients dropped, and delivers the sum of the other seven: it carries
+    1 x sqrt(7/10) = 0.84 of the noise. With the defence the clients count the noise over the
+    survivor floor their consistency check enforces (6 of 10: 0.77) and refuse before anything
+    leaves them; without it (the noise counted over the clients asked) the server holds a sum
+    below their floor. (Four discarded would leave too few holders of the dropped clients'
+    shares: the server must re-key, and the new, smaller live set is refused either way.)"""
+    policy = ClientPolicy(backends=frozenset({Backend.MASK}), min_ddp_noise=1.0)
+    clients = range(10)
+    honest_check = ClientPolicy.check_noise
+
+    def attack() -> bool:
+        session = local_session(SecureSumConfig(), clients, policy=policy, drop={Stage.INPUT: {7, 8, 9}})
+        session.start_round()
+        noise = SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=10)
+        result = session.secure_sum("weights", {c: {"w": np.zeros(SIZE)} for c in clients}, noise=noise, private=True)
+        assert len(result.contributors) == 7 and session.server._plan.min_survivors == 6
+        return float(np.std(result.values["w"])) < 0.9  # sqrt(0.7) = 0.84 of the floor's standard deviation (0.7% error)
+
+    defence_stops(attack, monkeypatch, ClientPolicy, "check_noise",
+                  lambda self, spec, *, live, least, private: honest_check(self, spec, live=live, least=live, private=private))
