@@ -6,7 +6,8 @@ carrying one Envelope (the codec's bytes, untouched here). A body that several f
 (the Welcome every client of a host receives, a broadcast) travels once per batch, not once per
 client: the Welcome's n participant certificates go to each host once, not to each of its
 clients (n x n). Batches are cut to stay under the stream's message size limit, so a host of
-many clients never needs a larger ``--max-message-mb`` than one client does.
+many clients never needs a larger ``--max-message-mb`` than one client does, and at 16 MiB
+(``BATCH_TARGET_BYTES``) below it, so a receiver never holds a host's whole step at once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from secure_fedgraph.wire import envelope_pb2
 
 FRAME_OVERHEAD_BYTES = 32  # a frame's client, body index and tags, and its body's length prefix, at most
 BATCH_MARGIN_BYTES = 1024  # what a batch keeps free below the size limit
+# Batches are cut at this size even under a larger limit: a receiver holds a few messages per
+# stream at once (the one gRPC assembles, the queued one, the one being decoded, and its bodies
+# decoded), so a host's whole step in one batch (250 masked uploads: 200 MB) sat in memory two
+# or three times over. Measured (benchmarks/load.py --n 400 --rounds 2 --backends mask): server
+# peak 1,375 MiB with 256 MiB batches, 785 MiB with 16 MiB ones, rounds no slower.
+BATCH_TARGET_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,12 @@ class Frame:
 
 
 def encode_batches(frames: Iterable[Frame], *, max_bytes: int) -> list[bytes]:
-    """The frames as batches of at most about ``max_bytes`` each, in order; bodies that are the
-    same object (one request encoded once for many clients) are sent once per batch. A single
-    body larger than the limit still goes, alone: the receiver's limit refuses it."""
+    """The frames as batches of at most about ``min(max_bytes, BATCH_TARGET_BYTES)`` each, in
+    order; bodies that are the same object (one request encoded once for many clients) are sent
+    once per batch. A single body larger than that still goes, alone: under ``max_bytes`` the
+    receiver takes it, over it the receiver's limit refuses it."""
     frames = list(frames)  # holds every body while batching: ids are compared only among live objects
-    budget = max(1, max_bytes - BATCH_MARGIN_BYTES)
+    budget = max(1, min(max_bytes, BATCH_TARGET_BYTES) - BATCH_MARGIN_BYTES)
     batches: list[bytes] = []
     current, index, size = envelope_pb2.Batch(), {}, 0
     for frame in frames:
