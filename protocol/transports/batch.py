@@ -24,7 +24,7 @@ FRAME_OVERHEAD_BYTES = 32  # a frame's client, body index and tags, and its body
 BATCH_MARGIN_BYTES = 1024  # what a batch keeps free below the size limit
 # Batches are cut at this size even under a larger limit: a receiver holds a few messages per
 # stream at once (the one gRPC assembles, the queued one, the one being decoded, and its bodies
-# decoded), so a host's whole step in one batch (250 masked uploads: 200 MB) sat in memory two
+# decoded), so a host's whole step in one batch (250 masked uploads: 220 MB) sat in memory two
 # or three times over. Measured (benchmarks/load.py --n 400 --rounds 2 --backends mask): server
 # peak 1,375 MiB with 256 MiB batches, 785 MiB with 16 MiB ones, rounds no slower.
 BATCH_TARGET_BYTES = 16 * 2**20
