@@ -305,7 +305,7 @@ class _HostLink:
         for data in batches:
             work = []
             requests: dict[int, Any] = {}  # one body shared by many frames is decoded once: its arrays are read-only
-            for frame in decode_batch(data):
+            for frame in decode_batch(data, max_frames=len(self.clients)):  # one request or notice per client at most
                 client = self.clients.get(frame.client)
                 if client is None or not client.taking_part:
                     continue

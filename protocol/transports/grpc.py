@@ -135,6 +135,10 @@ class HostConnection:
         self.out: dict[int, str] = {}  # client -> why it is out of the run
         self.notices: list[Frame] = []  # drops to tell the host about with the next batch
 
+    def max_frames(self) -> int:
+        """The most frames a batch on this stream may carry: one per client (R-FLOOD)."""
+        return len(self.clients)
+
     def speaks_for(self, client: int) -> bool:
         """Whether a frame naming ``client`` may come from this stream: one of the clients that
         joined on it, each named by its certificate (threat_model.md R-MTLS, per frame)."""
@@ -269,11 +273,11 @@ class GrpcServerTransport:
         if isinstance(first, str):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, first)
         try:
-            frames = decode_batch(first)
-        except ProtocolError:
-            frames = []
+            frames = decode_batch(first, max_frames=len(ours))
+        except ProtocolError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"the first message must be a batch of Hellos: {exc}") from None
         if not frames:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a batch of Hellos, got a malformed batch or none")
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a batch of Hellos, got an empty batch")
         clients = set()
         for frame in frames:
             try:
@@ -291,9 +295,7 @@ class GrpcServerTransport:
                               f"this certificate is for {named(ours)}{outside and ' in this run'}, but the Hello claims {hello.client}{outside}")
             if frame.client != client:
                 raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"a frame for client {frame.client} carries the Hello of client {client}")
-            if client in clients:
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"two Hellos for client {client}")
-            clients.add(client)
+            clients.add(client)  # once each: the batch names each client once
         return frozenset(clients)
 
     def _serve(self, certified: Certified, ours: frozenset[int], request_iterator: Iterator[bytes],
@@ -441,7 +443,7 @@ class GrpcServerTransport:
                 continue
             self.traffic.wire_up += len(item)
             try:
-                frames = decode_batch(item)
+                frames = decode_batch(item, max_frames=connection.max_frames())
             except ProtocolError as exc:
                 for client in sorted(connection.clients & pending):
                     pending.discard(client)
@@ -503,6 +505,7 @@ class ClientStream:
     def __init__(self, channel: grpc.Channel, *, timeout_s: float | None, max_message_bytes: int = 256 * 2**20) -> None:
         self._outbound: queue.Queue = queue.Queue()
         self.max_message_bytes = max_message_bytes
+        self.clients: tuple[int, ...] = ()  # those its Hellos named: a batch from the server has at most one frame each
         rpc = channel.stream_stream(METHOD)
         self._call = rpc(iter(self._outbound.get, _CLOSE), timeout=timeout_s)
 
@@ -517,14 +520,15 @@ class ClientStream:
 
     def hello(self, clients: Iterable[int], version: str) -> None:
         """The first batch: a Hello for each client this stream speaks for."""
-        self.send_frames(Frame(c, codec.encode(Hello(c, version))) for c in clients)
+        self.clients = tuple(clients)
+        self.send_frames(Frame(c, codec.encode(Hello(c, version))) for c in self.clients)
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._call)
 
     def batches(self) -> Iterator[list[Frame]]:
-        """The server's batches, decoded."""
-        return (decode_batch(data) for data in self._call)
+        """The server's batches, decoded (at most one frame per client its Hellos named)."""
+        return (decode_batch(data, max_frames=len(self.clients)) for data in self._call)
 
     def close(self) -> None:
         self._outbound.put(_CLOSE)

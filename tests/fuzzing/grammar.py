@@ -301,7 +301,7 @@ def is_other_hello_batch(data: bytes, client: int) -> bool:
     """The oracle for a stream's raw first message: True unless ``data`` is a batch whose every
     frame is a Hello of ``client`` (which would join)."""
     try:
-        frames = decode_batch(data)
+        frames = decode_batch(data, max_frames=1)  # a stream under one client's certificate
     except ProtocolError:
         return True
     return not frames or any(f.client != client or is_other_hello(f.body, client) for f in frames)

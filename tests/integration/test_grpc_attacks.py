@@ -86,7 +86,8 @@ def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monk
 
             def answer_for_both() -> None:
                 next(forger.batches())
-                forger.send_frames([Frame(c, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, c)))) for c in (0, 1)])
+                for c in (0, 1):  # one batch each: a batch of two frames on a one-client stream is refused whole (R-FLOOD)
+                    forger.send_frames([Frame(c, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, c))))])
 
             threading.Thread(target=answer_for_both, daemon=True).start()
             outcome = transport.execute(step)
