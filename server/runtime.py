@@ -203,6 +203,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
         events=events + role.log,
         streams=transport.stream_count(),  # one per client process with a host certificate
         inbox_peak_bytes={str(c): held for c, held in transport.peak_inbox_bytes().items()},  # R-FLOOD: at most queue_depth messages each
+        ignored_frames=transport.ignored_frames(),  # per stream: frames that answered nothing, counted, only the first logged (R-FLOOD)
         **({"resumed": resumptions} if resumptions else {}),
         **options.extra,
     )

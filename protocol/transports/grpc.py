@@ -21,7 +21,12 @@ each client id is spoken for by at most one stream; a stream must send its Hello
 reader stops pulling from gRPC while the inbox is full, so HTTP/2 flow control holds the
 sender back. A stream therefore holds at most ``queue_depth + 2`` messages of at most
 ``max_message_bytes`` in this process (the inbox, the one its reader waits to queue, the one
-gRPC is receiving), whatever it sends; the server runtime bounds the streams at n + 8.
+gRPC is receiving), whatever it sends; the server runtime bounds the streams at n + 8. A batch
+carries at most one frame per client of its stream (protocol/transports/batch.py): any other is
+refused at its first excess frame, before the rest are built, and its stream's clients are all
+dropped with one line naming them, the repeated client and the count. Frames that answer
+nothing (another stream's client, a client out of the run, a second answer) are ignored and
+counted per stream, only the first logged, so the log grows with the run, not with a flood.
 """
 
 from __future__ import annotations
@@ -134,6 +139,7 @@ class HostConnection:
         self.reason = ""
         self.out: dict[int, str] = {}  # client -> why it is out of the run
         self.notices: list[Frame] = []  # drops to tell the host about with the next batch
+        self.ignored = 0  # frames it sent that answer nothing: the first is logged, all are counted (metrics)
 
     def max_frames(self) -> int:
         """The most frames a batch on this stream may carry: one per client (R-FLOOD)."""
@@ -157,6 +163,13 @@ class HostConnection:
             self.notices.append(Frame(client, left=reason))
         if self.alive and self.out.keys() >= self.clients:
             self.close(reason)
+
+    def drop_all(self, reason: str) -> None:
+        """Every client of this stream is out of the run (its host broke the protocol, as a crash
+        of its process would take them all): the stream closes, and the host hears ``reason``."""
+        for client in self.clients:
+            self.out.setdefault(client, reason)
+        self.close(reason)
 
     def close(self, reason: str) -> None:
         if self.alive:
@@ -384,6 +397,12 @@ class GrpcServerTransport:
         """How many streams the joined clients came on (one per host certificate, else one each)."""
         return len({id(connection) for connection in self.connections.values()})
 
+    def ignored_frames(self) -> dict[str, int]:
+        """Per stream that sent any (named by its clients), how many frames that answer nothing it
+        sent: frames for a client out of the run or another stream's, or past a client's answer."""
+        streams = {id(connection): connection for connection in self.connections.values()}
+        return {named(c.clients): c.ignored for c in streams.values() if c.ignored}
+
     def peak_inbox_bytes(self) -> dict[int, int]:
         """Per joined client, the most bytes the inbox of its stream held at once (metrics; R-FLOOD)."""
         return {c: connection.inbox.peak_bytes for c, connection in sorted(self.connections.items())}
@@ -432,8 +451,8 @@ class GrpcServerTransport:
             except queue.Empty:
                 break
             item = connection.inbox.get_nowait()
-            if not connection.clients:
-                continue  # from a stream that never joined the run
+            if not connection.clients or not connection.alive:
+                continue  # from a stream that never joined the run, or whose clients are all out of it
             if isinstance(item, str):  # the stream ended
                 connection.close(item)
                 for client in sorted(connection.clients & pending):
@@ -444,17 +463,20 @@ class GrpcServerTransport:
             self.traffic.wire_up += len(item)
             try:
                 frames = decode_batch(item, max_frames=connection.max_frames())
-            except ProtocolError as exc:
+            except ProtocolError as exc:  # the whole stream is out, in one line (R-HOST, R-FLOOD)
+                del item
+                self.log(f"dropped {named(connection.clients)} (one stream) at {step.stage.value}: {exc}")
                 for client in sorted(connection.clients & pending):
                     pending.discard(client)
-                    rejected[client] = str(exc)
-                    self.log(f"rejected client {client} at {step.stage.value}: {exc}")
+                    rejected[client] = f"its stream sent a batch the server refused: {exc}"
+                connection.drop_all(f"rejected at {step.stage.value}: {exc}")
                 continue
+            del item  # the frames hold what they need of it
             for frame in frames:
                 client = frame.client
                 if not connection.speaks_for(client):
-                    self.log(f"ignored a frame for client {client} from the stream of {named(connection.clients)}: its certificate "
-                             f"does not name that client, or it did not join on that stream")
+                    self._ignore(connection, f"ignored a frame for client {client} from the stream of {named(connection.clients)}: its "
+                                             f"certificate does not name that client, or it did not join on that stream")
                     continue
                 if frame.left:
                     connection.drop(client, "it left the run", tell=False)
@@ -464,7 +486,7 @@ class GrpcServerTransport:
                         self.log(f"client {client} left at {step.stage.value}: its host says it left the run")
                     continue
                 if client not in pending:
-                    self.log(f"ignored a message from client {client} that answers no pending request ({len(frame.body)} bytes)")
+                    self._ignore(connection, f"ignored a message from client {client} that answers no pending request ({len(frame.body)} bytes)")
                     continue
                 pending.discard(client)
                 if self.transcript is not None:
@@ -482,6 +504,13 @@ class GrpcServerTransport:
         for client in rejected:
             self.connections[client].drop(client, f"rejected at {step.stage.value}: {rejected[client]}")
         return StepOutcome(frozenset(accepted), rejected, frozenset(silent))
+
+    def _ignore(self, connection: HostConnection, line: str) -> None:
+        """Count a frame that answers nothing; log only a stream's first (a host could send such
+        frames batch after batch: the log and metrics.json must not grow with them)."""
+        connection.ignored += 1
+        if connection.ignored == 1:
+            self.log(f"{line}; more such frames from this stream are counted (metrics: ignored_frames), not logged")
 
     def close_all(self, reason: str = "done") -> None:
         """End every stream (``reason`` "done": the run is over), after telling each host which of

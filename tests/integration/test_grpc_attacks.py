@@ -229,3 +229,95 @@ def test_attack_a_flood_from_a_joined_client_is_held_back_by_flow_control(monkey
         return metrics["inbox_peak_bytes"]["3"] > size
 
     defence_stops(attack, monkeypatch, GrpcServerTransport, "_inbox", lambda self: Inbox(0))
+
+
+def test_attack_a_batch_repeating_its_senders_frame_is_refused_and_its_host_dropped(monkeypatch, tmp_path):
+    """Client 3 answers the Welcome with one valid batch that repeats its own Ack frame 200,000
+    times (800 kB; issue 29's 2 million in 8 MB grew a server from 256 MB to 964 MB and wrote a
+    160 MB metrics.json, and the sender stayed in the run). A batch carries at most one frame
+    per client (R-FLOOD): the server refuses this one at its second frame, before it builds the
+    others, drops client 3's stream with one line naming it and the count, and the honest
+    clients finish; metrics.json stays small. With that check switched off the server builds
+    all 200,000 frames, takes the first as client 3's answer and keeps it in the run."""
+    from secure_fedgraph.protocol.messages import Ack, Header
+    from secure_fedgraph.protocol.transports import batch as batch_module
+    from tests.integration import live
+    from tests.protocol.test_batch import repeated_frame_batch
+
+    count = 200_000
+    built: list[int] = []  # frames the server built per batch (the memory a batch costs it)
+    decode = transport_module.decode_batch
+    monkeypatch.setattr(transport_module, "decode_batch", lambda data, **kw: (frames := decode(data, **kw), built.append(len(frames)))[0])
+    runs: list[tuple[dict, int, int]] = []  # metrics, metrics.json's size, the flood's
+
+    def attack() -> bool:
+        built.clear()
+        server = live.start_server(tmp_path / f"run-{len(runs)}", clients=4)
+        honest = live.start_clients(server, [0, 1, 2])
+        with live.raw_channel(server, 3) as channel:
+            stream = live.open_stream(channel)
+            h = _welcome_of(stream).header
+            flood = repeated_frame_batch(3, codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, 3))), count)
+            stream.send(flood)
+            try:
+                next(stream.batches())  # the next request: the server took the batch; else its verdict ends the stream
+                kept = True
+            except grpc.RpcError:
+                kept = False
+            stream.cancel()  # leaves the run either way
+            metrics = server.wait()
+        assert honest.all_finished() and metrics["clients_finished"] == 3 and set(metrics["dropped"]) == {"3"}
+        runs.append((metrics, (server.out / "metrics.json").stat().st_size, len(flood)))
+        return kept and max(built) == count
+
+    defence_stops(attack, monkeypatch, batch_module, "one_frame_per_client", lambda seen, client, *, max_frames: None)
+    metrics, size, sent = runs[0]
+    refused = [line for line in metrics["events"] if "one stream" in line]
+    assert refused == [f"dropped client 3 (one stream) at welcome: a batch of {count:,} frames ({sent:,} bytes) refused: client 3 "
+                       f"is named by more than one frame (a batch carries at most one frame per client)"], refused
+    assert size < 256 * 1024 and len(metrics["events"]) < 50, (size, len(metrics["events"]))
+
+
+def test_attack_frames_that_answer_nothing_are_counted_not_logged_one_by_one(monkeypatch, tmp_path):
+    """The host of client 0 sends 2,000 batches, each one frame for client 1 (whose certificate
+    it does not hold), then its answer. Each frame is ignored (R-MTLS); the server logs the first
+    and counts the rest (R-FLOOD: metrics ignored_frames), so its log and metrics.json do not
+    grow with what a host sends. Logging each one, the server writes 2,000 lines."""
+    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.protocol.steps import Step
+
+    keys = init_keys(tmp_path / "keys", clients=2)
+    extra = 2000
+
+    def attack() -> bool:
+        lines: list[str] = []
+        with _transport_server(keys, step_timeout_s=30) as (transport, port), _channel(keys, 0, port) as flooder_channel, \
+                _channel(keys, 1, port) as honest_channel:
+            transport.log = lines.append
+            flooder, honest = ClientStream(flooder_channel, timeout_s=60), ClientStream(honest_channel, timeout_s=60)
+            flooder.hello([0], __version__)
+            honest.hello([1], __version__)
+            assert transport.wait_for_clients(5.0) == [0, 1]
+            header = Header(bytes(16), 0, 1, Stage.END, SERVER)
+            step = Step(Stage.END, {0: EndRequest(header, "x"), 1: EndRequest(header, "x")}, lambda c, r: None)
+
+            def answer(stream: ClientStream, client: int, foreign: int) -> None:
+                next(stream.batches())
+                for _ in range(foreign):
+                    stream.send_frames([Frame(1, b"not yours")])
+                stream.send_frames([Frame(client, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, client))))])
+
+            threads = [threading.Thread(target=answer, args=(flooder, 0, extra), daemon=True),
+                       threading.Thread(target=answer, args=(honest, 1, 0), daemon=True)]
+            for thread in threads:
+                thread.start()
+            outcome = transport.execute(step)  # client 0's answer comes after its 2,000 batches: every one was read
+            ignored = transport.ignored_frames()
+            flooder.cancel()
+            honest.cancel()
+        assert outcome.accepted == {0, 1} and ignored == {"client 0": extra}
+        return sum("ignored a frame for client 1" in line for line in lines) > 1
+
+    defence_stops(attack, monkeypatch, GrpcServerTransport, "_ignore", lambda self, connection, line: (
+        setattr(connection, "ignored", connection.ignored + 1), self.log(line)))
