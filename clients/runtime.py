@@ -14,6 +14,8 @@ a host receives the same Welcome, sent once), then build the client's host; answ
 in order until the run ends, the client is dropped (the server says why), or the stream ends.
 A client whose handling fails leaves the run (its host says so at once) and the others go on.
 
+A stream the server cannot take yet (nobody listens: UNAVAILABLE; or it runs as many streams as it
+allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to ``connect_timeout_s``.
 When the server goes away mid-run (its process died or was stopped: not a refusal or a drop,
 which it says with another status), the clients whose plan keeps its state at round boundaries
 reconnect with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
@@ -465,10 +467,16 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
 
 
 def _server_not_up(exc: grpc.RpcError) -> bool:
-    """Whether a failed stream means nobody listens (not yet, or no longer: worth waiting for), not
-    a refusal: a failed certificate check or an answer from the server (a refusal, a drop) is
-    reported at once. A handshake cut by a dying server ("Connection reset") is not a refusal."""
+    """Whether a failed stream means the server cannot take it now (worth waiting for), not a
+    refusal: nobody listens (UNAVAILABLE: not yet, or no longer), or the server runs as many
+    streams as it allows at once (RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded": n + 8,
+    threat_model.md R-STREAMS; one frees within the server's --hello-timeout of a stream that
+    says nothing). A failed certificate check, a message over a size limit (RESOURCE_EXHAUSTED
+    too, "larger than max") or an answer from the server (a refusal, a drop) is reported at once.
+    A handshake cut by a dying server ("Connection reset") is not a refusal."""
     details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
+    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return "larger than max" not in details
     refused = any(word in details for word in ("ssl_error", "certificate", "tsi_", "alert"))
     return exc.code() == grpc.StatusCode.UNAVAILABLE and not refused
 
@@ -476,8 +484,8 @@ def _server_not_up(exc: grpc.RpcError) -> bool:
 def _connect(clients: Sequence[int], channel: grpc.Channel, options: ClientOptions, shared: _Shared, say,
              waiting: _Waiting) -> tuple[ClientStream, Iterator[bytes]]:
     """Open a stream and send the Hellos of ``clients``, retrying with backoff while nobody
-    listens (up to ``waiting.seconds``); returns the stream and its batches, the first one (the
-    Welcomes) already received."""
+    listens or the server has no stream free (up to ``waiting.seconds``); returns the stream and
+    its batches, the first one (the Welcomes) already received."""
     deadline, pause = time.monotonic() + waiting.seconds, 0.1
     while True:
         stream = ClientStream(channel, timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes)

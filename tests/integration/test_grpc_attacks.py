@@ -22,10 +22,11 @@ from tests.helpers import defence_stops
 
 
 @contextlib.contextmanager
-def _transport_server(keys, *, step_timeout_s: float):
-    """The server's transport behind a real TLS port on 127.0.0.1: yields (transport, port)."""
-    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+def _transport_server(keys, *, step_timeout_s: float, hello_timeout_s: float = 10.0, streams: int | None = None):
+    """The server's transport behind a real TLS port on 127.0.0.1 (at most ``streams`` at once,
+    as the server runtime allows n + 8): yields (transport, port)."""
+    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s, hello_timeout_s=hello_timeout_s)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), maximum_concurrent_rpcs=streams)
     server.add_generic_rpc_handlers((make_server_handler(transport),))
     credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
                                               root_certificates=keys.ca.read_bytes(), require_client_auth=True)
@@ -321,3 +322,62 @@ def test_attack_frames_that_answer_nothing_are_counted_not_logged_one_by_one(mon
 
     defence_stops(attack, monkeypatch, GrpcServerTransport, "_ignore", lambda self, connection, line: (
         setattr(connection, "ignored", connection.ignored + 1), self.log(line)))
+
+
+def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(monkeypatch, tmp_path):
+    """The server runs one stream at once (the runtime's n + 8, made small), and client 0 holds
+    it, silent, when client 1's process connects: gRPC turns client 1 away with
+    RESOURCE_EXHAUSTED ("Concurrent RPC limit exceeded!"). Client 1 tries again with the backoff
+    and within the --connect-timeout it uses while nobody listens (UNAVAILABLE), and joins once
+    the server cuts client 0 at its --hello-timeout (R-STREAMS). Giving up on RESOURCE_EXHAUSTED
+    at once, client 1 is kept out of the run."""
+    from secure_fedgraph.clients import runtime as client_runtime
+    from secure_fedgraph.clients.runtime import ClientOptions, _connect, _Shared, _Waiting
+    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.protocol.steps import Step
+
+    keys = init_keys(tmp_path / "keys", clients=2)
+    options = ClientOptions(server="", ids=[1], keys=keys.root, connect_timeout_s=30.0)
+    waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",), "waiting")
+
+    def attack() -> bool:
+        with _transport_server(keys, step_timeout_s=10, hello_timeout_s=2.0, streams=1) as (transport, port), \
+                _channel(keys, 0, port) as holder_channel, _channel(keys, 1, port) as channel:
+            holder = ClientStream(holder_channel, timeout_s=30)  # says nothing: holds the one stream until --hello-timeout
+            deadline = time.monotonic() + 10
+            while 0 not in transport.streams:
+                assert time.monotonic() < deadline, "the holder's stream never reached the server"
+                time.sleep(0.01)
+            turned_away: list[grpc.RpcError] = []
+
+            def join() -> None:
+                try:
+                    stream, _ = _connect([1], channel, options, _Shared(keys.ca.read_bytes()), lambda line: None, waiting)
+                except grpc.RpcError as exc:
+                    turned_away.append(exc)
+                    return
+                stream.send_frames([Frame(1, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, 1))))])  # answers the request it joined on
+
+            thread = threading.Thread(target=join, daemon=True)
+            thread.start()
+            deadline = time.monotonic() + 20
+            while 1 not in transport.connections and thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            joined = transport.wait_for_clients(0.0)
+            outcome = transport.execute(Step(Stage.END, {1: EndRequest(Header(bytes(16), 0, 1, Stage.END, SERVER), "x")}, lambda c, r: None)) \
+                if joined else None
+            thread.join(10)
+            holder.cancel()
+        if turned_away:
+            assert turned_away[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED, turned_away
+        return outcome is None or 1 not in outcome.accepted
+
+    def gives_up_on_resource_exhausted(exc: grpc.RpcError) -> bool:
+        return exc.code() == grpc.StatusCode.UNAVAILABLE and not any(w in (exc.details() or "").lower() for w in ("ssl_error", "certificate", "tsi_", "alert"))
+
+    codes: list[grpc.StatusCode] = []  # what client 1 was told before it joined (with the defence on)
+    retries = client_runtime._server_not_up
+    monkeypatch.setattr(client_runtime, "_server_not_up", lambda exc: (codes.append(exc.code()), retries(exc))[1])
+    defence_stops(attack, monkeypatch, client_runtime, "_server_not_up", gives_up_on_resource_exhausted)
+    assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes, codes  # it was turned away, and tried again
