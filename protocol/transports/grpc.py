@@ -91,6 +91,10 @@ class Certified:
     def __contains__(self, client: object) -> bool:
         return isinstance(client, int) and any(lo <= client <= hi for lo, hi in self.ranges)
 
+    def count(self) -> int:
+        """How many ids it names (at most: ranges may overlap)."""
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
     def among(self, clients: Collection[int]) -> frozenset[int]:
         """Those of ``clients`` the certificate names (without listing a range's every id)."""
         return frozenset(c for c in clients if c in self)
@@ -286,7 +290,8 @@ class GrpcServerTransport:
         if isinstance(first, str):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, first)
         try:
-            frames = decode_batch(first, max_frames=len(ours))
+            # one Hello per id the certificate names (its CA's word), so one for an id outside the run is refused by name below
+            frames = decode_batch(first, max_frames=certified.count())
         except ProtocolError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"the first message must be a batch of Hellos: {exc}") from None
         if not frames:
