@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,10 @@ from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphErr
 from secure_fedgraph.papers import RESUMABLE, plan_class
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.engine import ClientHost
-from secure_fedgraph.protocol.messages import Ack, Header, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.messages import Header, SessionRequest, UploadResponse, Welcome, named
 from secure_fedgraph.protocol.crash_point import CrashPoint, crash_by_sigkill
 from secure_fedgraph.protocol.resume import RunMemory
+from secure_fedgraph.protocol.session import ClientOpening, welcome_digest
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
@@ -107,6 +109,7 @@ class _Announced:
     secure: Any  # SecureSumConfig
     plan: Any  # the plan object, shared by this process's clients (as one process shares it in-process)
     directory: Mapping[int, bytes]  # participant -> identity key, each certificate checked against the CA
+    digest: bytes  # of what the Welcome announces, which the session id covers (protocol/session.py)
 
 
 @dataclass
@@ -171,7 +174,7 @@ class _Shared:
             if cert_client != listed:
                 raise ProtocolError(f"the certificate listed for client {listed} is client {cert_client}'s")
             directory[listed] = identity
-        return _Announced(config, resume, secure, plan, IdentityDirectory(directory))
+        return _Announced(config, resume, secure, plan, IdentityDirectory(directory), welcome_digest(welcome))
 
 
 def stop_reasons(outcomes: dict[int, ClientOutcome]) -> list[str]:
@@ -358,7 +361,7 @@ class _LogicalClient:
                 and self.options.reconnect_timeout_s > 0)
 
     def begin_session(self) -> None:
-        self.first = True
+        self.first, self.opening = True, None
 
     def leave(self, error: str) -> None:
         self.left = True
@@ -387,15 +390,19 @@ class _LogicalClient:
         self._maybe_crash(getattr(request, "header", None))
         if self.first and isinstance(request, Welcome):
             resumed = self.memory is not None
-            self.host, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript, self.memory)
+            self.opening, self.build, self.memory = _welcome(self.client, request, self.options, self.keys, self.shared, self.transcript,
+                                                             self.memory)
             self.sessions += 1
             if resumed:
                 self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
-                                                                      f"resumed the run at round {self.host.context.resumed.round}")
-            h = request.header
-            response = Ack(Header(h.session, h.round, h.step, h.stage, self.client))
-        elif self.first or isinstance(request, Welcome):
-            where = "before the Welcome" if self.first else "on a stream that had its Welcome (a new session needs a new stream)"
+                                                                      f"resumed the run at round {self.build.keywords['resume_round']}")
+            response = self.opening.joined(request)
+        elif self.opening is not None and isinstance(request, SessionRequest):
+            self.host = self.build(self.opening.agree(request))  # the session id holds this client's fresh nonce
+            response, self.opening = self.opening.ack(request), None
+        elif self.first or self.host is None or isinstance(request, Welcome | SessionRequest):
+            where = "before the Welcome" if self.first else ("before its session was opened" if self.host is None else
+                                                              "on a stream that had its Welcome (a new session needs a new stream)")
             raise ProtocolError(f"client {self.client}: a {type(request).__name__} arrived {where}")
         else:
             response = self.host.handle(request)
@@ -406,7 +413,7 @@ class _LogicalClient:
         if self.transcript is not None:
             self.transcript.record(SENT, -1, reply, at=time.time())
         self.outcome.steps += 1
-        if self.host.ended:
+        if self.host is not None and self.host.ended:
             self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
         return reply
 
@@ -425,10 +432,11 @@ class _LogicalClient:
 
 
 def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDirectory, shared: _Shared, transcript,
-             memory: RunMemory | None = None) -> tuple[ClientHost, RunMemory]:
+             memory: RunMemory | None = None) -> tuple[ClientOpening, Callable[[bytes], ClientHost], RunMemory]:
     """Check the run against this process's policy and the CA (a resumed run also against
-    ``memory``, what this client kept of it); build the logical client's host for this session.
-    Returns the host and the client's memory of the run (new for a new run)."""
+    ``memory``, what this client kept of it), before anything is sent. Returns this client's
+    side of opening the session, what builds its host once the session id is agreed, and its
+    memory of the run (new for a new run)."""
     try:
         announced = shared.announced_by(welcome)
     except ProtocolError as exc:
@@ -454,16 +462,25 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
             raise ProtocolError(f"client {client}: the server started a new run, but this client is in a run the server left mid-way; "
                                 "only `server --resume` continues it (start new client processes for a new run)")
         directory, resume_round = memory.resumed_directory(announced.config, announced.directory), int(resume["round"])
+    context = memory.context(seed=plan.seed, resume_round=resume_round)  # checks now that this client holds that round's state
+    build = partial(_host, client=client, announced=announced, directory=directory, memory=memory, context=context, options=options,
+                    keys=keys, transcript=transcript, resume_round=resume_round)
+    return ClientOpening(client, welcome, digest=announced.digest), build, memory
+
+
+def _host(session: bytes, *, client: int, announced: _Announced, directory, memory: RunMemory, context, options: ClientOptions,
+          keys: KeyDirectory, transcript, resume_round: int | None) -> ClientHost:
+    """The logical client's host for the session ``session`` (agreed when it opened)."""
     identity = load_identity(keys.identity_key(client))
-    role = make_client(announced.secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
+    role = make_client(announced.secure, client_id=client, session=session, identity=identity, directory=directory,
                        policy=options.policy, signed=memory.signed)
-    host = ClientHost(role=role, plan=plan.client, context=memory.context(seed=plan.seed, resume_round=resume_round))
+    host = ClientHost(role=role, plan=announced.plan.client, context=context)
     if options.audit and transcript is not None:
         def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk
             transcript.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
 
         host.on_contribute = record
-    return host, memory
+    return host
 
 
 def _server_not_up(exc: grpc.RpcError) -> bool:

@@ -7,15 +7,21 @@ secure-sum backends and the transports, so neither of those imports the other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, check_directory, new_session_id
+from secure_fedgraph.protocol.messages import Welcome
+from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, check_directory
+from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
+from secure_fedgraph.protocol.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec
 from secure_fedgraph.protocol.stages import Stage
@@ -66,14 +72,28 @@ def local_session(
     record: bool = False,
     session: bytes | None = None,
     policy: ClientPolicy | None = None,
+    identities: Mapping[int, IdentityKey] | None = None,
+    signed: Mapping[int, SignedContributions] | None = None,
 ) -> LocalSession:
-    """Fresh identity keys, a fresh session id (unless given), one server and one client role per
-    id; every client holds ``policy`` (default: it accepts ``config``)."""
-    identities = {c: IdentityKey.generate() for c in client_ids}
-    directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
-    session = new_session_id() if session is None else session
-    server = make_server(config, session=session, directory=directory, clients=sorted(client_ids))
-    clients = {
-        c: make_client(config, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy) for c in client_ids
-    }
+    """One server and one client role per id, in a session opened as a run opens one: the server
+    proposes an id (``session``, default fresh), every client adds a fresh nonce, and each
+    client's role takes the session id it agreed on (protocol/session.py). ``identities``:
+    the clients' identity keys (default fresh); ``policy``: every client's minimums (default:
+    it accepts ``config``); ``signed``: what each client kept of earlier sessions of its run
+    (protocol/secure_sum/signed.py)."""
+    ids = sorted(client_ids)
+    identities = {c: IdentityKey.generate() for c in ids} if identities is None else identities
+    directory = check_directory({c: identities[c].public_bytes for c in ids})  # validated once, shared: not n x n
+    seq = Sequencer(new_proposal() if session is None else session)
+    clients: dict[int, ClientRole] = {}
+
+    def build(c: int, agreed: bytes) -> ClientRole:
+        clients[c] = make_client(config, client_id=c, session=agreed, identity=identities[c], directory=directory, policy=policy,
+                                 signed=None if signed is None else signed[c])
+        return clients[c]
+
+    config_json = json.dumps(config_to_dict(config))
+    opened, _ = LocalRunner(None, {c: OpeningClient(c, partial(build, c)) for c in ids}).run(seq.open(ids, lambda h: Welcome(h, config_json, tuple(ids), ())))
+    server = make_server(config, session=seq.session, directory=directory, clients=ids, sequencer=seq)
+    clients = {c: clients[c] for c in opened}
     return LocalSession(server, clients, LocalRunner(server, clients, drop=drop, intercept=intercept, record=record))

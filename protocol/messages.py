@@ -7,7 +7,8 @@ Secure-sum messages are in :mod:`secure_fedgraph.protocol.secure_sum.messages`.
 =============  ======================  =======================
 stage          request                 response
 =============  ======================  =======================
-WELCOME        Welcome                 Ack
+WELCOME        Welcome                 Joined
+SESSION        SessionRequest          Ack
 BROADCAST      BroadcastRequest        Ack
 SCATTER        ScatterRequest          Ack
 UPLOAD         UploadRequest           UploadResponse
@@ -68,6 +69,26 @@ class Welcome:
 
 
 @dataclass(frozen=True)
+class Joined:
+    """A client's answer to the Welcome: fresh randomness of its own (``nonce``, 32 bytes) that
+    the session id will hash, so no signature, key or label of the run can be one of an earlier
+    session (protocol/session.py; threat_model.md R-SESSION)."""
+
+    header: Header
+    nonce: bytes
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """The nonce of every client that answered the Welcome (``nonces``: 32 bytes per client, in
+    ``clients`` order). Each client checks that its own is there and derives the session id."""
+
+    header: Header
+    clients: tuple[int, ...]
+    nonces: bytes
+
+
+@dataclass(frozen=True)
 class BroadcastRequest:
     header: Header
     name: str
@@ -103,13 +124,15 @@ class EndRequest:
 
 REQUESTS: dict[Stage, type] = {
     Stage.WELCOME: Welcome,
+    Stage.SESSION: SessionRequest,
     Stage.BROADCAST: BroadcastRequest,
     Stage.SCATTER: ScatterRequest,
     Stage.UPLOAD: UploadRequest,
     Stage.END: EndRequest,
 }
 RESPONSES: dict[Stage, type] = {
-    Stage.WELCOME: Ack,
+    Stage.WELCOME: Joined,
+    Stage.SESSION: Ack,
     Stage.BROADCAST: Ack,
     Stage.SCATTER: Ack,
     Stage.UPLOAD: UploadResponse,

@@ -27,7 +27,8 @@ class Stage(enum.Enum):
     SCATTER = "scatter"  # each client its own tensors
     UPLOAD = "upload"  # each client's own tensors to the server (privacy hook applied first)
     # session control
-    WELCOME = "welcome"  # the run configuration and the participants' certificates
+    WELCOME = "welcome"  # the run configuration and the participants' certificates; each client answers with a fresh nonce
+    SESSION = "session"  # every client's nonce: the session id that the run's keys, labels and signatures are bound to
     END = "end"  # the run is over
 
 

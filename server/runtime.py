@@ -3,7 +3,8 @@
 Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for the plan's
 clients, each authenticated by its certificate or its host's (protocol/transports/grpc.py);
 send each a Welcome (the run's configuration and the participants' CA-signed certificates: one
-body, sent once per stream); run the plan's server side over the gRPC
+body, sent once per stream) and open the session with the nonces the clients answer with (the
+session id is theirs as much as the server's: protocol/session.py); run the plan's server side over the gRPC
 transport, writing ``checkpoint.json`` at each round boundary of a plan that can resume; tell
 the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
 ``transcript.bin``: every message the server received and sent) under the run directory.
@@ -33,13 +34,11 @@ from secure_fedgraph.protocol.progress import RoundLog, traffic_summary
 from secure_fedgraph.resources import EXTRA_STREAMS, ensure_server_files, usage
 from secure_fedgraph.protocol.engine import Resumed, ServerContext
 from secure_fedgraph.protocol.crash_point import CrashPoint, crashing
-from secure_fedgraph.protocol.messages import Ack, Welcome
+from secure_fedgraph.protocol.messages import Welcome
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_server
-from secure_fedgraph.protocol.secure_sum.roles import new_session_id
-from secure_fedgraph.protocol.session import Sequencer
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.session import Sequencer, new_proposal
 from secure_fedgraph.protocol.steps import drive
 from secure_fedgraph.protocol.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, make_server_handler, server_options
@@ -160,34 +159,38 @@ def _settled_usage(listening_files: int | None, *, wait_s: float = 5.0):
 
 
 def _run_plan(options, transport, joined, directory, certificates, say, events, *, run, saved: Checkpoint | None) -> dict[str, Any]:
-    session = new_session_id()
-    seq = Sequencer(session)
+    seq = Sequencer(new_proposal())  # the session id is agreed with the clients when the session opens (protocol/session.py)
     everyone = saved.run_clients if saved is not None else joined  # the clients the run started with: every floor counts them
-    role = make_server(options.secure, session=session, directory={c: directory[c] for c in everyone}, clients=everyone, sequencer=seq)
     rounds = RoundLog(transport.traffic, say)
     resumptions = [*saved.resumptions, {"round": saved.round, "clients": len(joined)}] if saved is not None else []
-
-    def write_checkpoint(round_index: int, state: Any) -> None:
-        checkpoint.save(options.out, Checkpoint(run=run, round=round_index, state=state, context=ctx.snapshot(), run_clients=list(everyone),
-                                                plan_clients=len(options.plan.client_ids()), round_log=rounds.rows, resumptions=resumptions))
-
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=joined, report=rounds, data=options.plan.load_server_data(options.data_dir),
-                        resumed=Resumed(saved.round, saved.state) if saved is not None else None, on_checkpoint=write_checkpoint)
-    if saved is not None:
-        ctx.restore(saved.context)
-        rounds.rows.extend(saved.round_log)
     config_json = json.dumps({**run, "resume": {"round": saved.round}} if saved is not None else run)
     participants = tuple(joined)
     certs = tuple(certificates[c] for c in joined)
+    made: dict[str, Any] = {}
+
+    def write_checkpoint(round_index: int, state: Any) -> None:
+        ctx = made["ctx"]
+        checkpoint.save(options.out, Checkpoint(run=run, round=round_index, state=state, context=ctx.snapshot(), run_clients=list(everyone),
+                                                plan_clients=len(options.plan.client_ids()), round_log=rounds.rows, resumptions=resumptions))
 
     def whole():
         # one Welcome for all: the transport encodes it once (n certificates each, n times over, is O(n^2) bytes)
-        yield seq.step(Stage.WELCOME, lambda h: dict.fromkeys(joined, Welcome(h, config_json, participants, certs)), lambda c, r: None, Ack)
+        opened, left = yield from seq.open(list(joined), lambda h: Welcome(h, config_json, participants, certs))
+        role = made["role"] = make_server(options.secure, session=seq.session, directory={c: directory[c] for c in everyone}, clients=everyone,
+                                          sequencer=seq)
+        ctx = made["ctx"] = ServerContext(sequencer=seq, secure_sum=role, clients=opened, report=rounds,
+                                          data=options.plan.load_server_data(options.data_dir),
+                                          resumed=Resumed(saved.round, saved.state) if saved is not None else None, on_checkpoint=write_checkpoint)
+        ctx.dropped.update(left)
+        if saved is not None:
+            ctx.restore(saved.context)
+            rounds.rows.extend(saved.round_log)
         metrics = yield from options.plan.server(ctx)
         yield from ctx.end()
         return metrics
 
     metrics = drive(whole() if options.crash_at is None else crashing(whole(), options.crash_at), transport)
+    role, ctx = made["role"], made["ctx"]
     traffic = transport.traffic
     metrics.update(
         backend=options.secure.backend.value,

@@ -87,6 +87,23 @@ def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: byte
         ) from exc
 
 
+def envelope_key_commitment(key: bytes, *, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
+    """The dealer's commitment to the key sealing its envelope to ``holder``: a holder that
+    complains reveals the key, and anyone can check it is the one committed to."""
+    return _sha256(label(Purpose.ENVELOPE_KEY, session, round, epoch, owner, holder), key)
+
+
+def envelope_statement(*, session: bytes, round: int, epoch: int, view: bytes, owner: int, holder: int, sealed: bytes, seed_hash: bytes,
+                       key_hash: bytes, key_commitment: bytes) -> bytes:
+    """What a dealer signs for each envelope it seals (threat_model.md M-LIAR): the envelope, the
+    commitments to its two shares and to its key, in the dealer's view. A holder that cannot open
+    the envelope, or finds other shares in it, complains with the key; the server opens it and
+    excludes the dealer or, if the envelope holds what was signed, the holder. The signature is
+    what keeps a server from making an honest holder complain about an honest dealer (by
+    altering an envelope in transit) and so from learning the holder's shares."""
+    return _sha256(label(Purpose.ENVELOPE, session, round, epoch, view, owner, holder, _sha256(sealed), seed_hash, key_hash, key_commitment))
+
+
 def self_mask_key(seed: bytes, *, session: bytes, round: int, epoch: int, sum_index: int) -> bytes:
     """The PRG key of one client's self-mask for one sum, derived from its round seed.
 
@@ -120,28 +137,38 @@ def _sha256(*parts: bytes) -> bytes:
     return digest.digest()
 
 
+def keys_hash(keys: SignedKeys) -> bytes:
+    """A digest of one client's round keys (its share and mask public keys and its seed
+    commitment), as they enter the view digest."""
+    return _sha256(label(Purpose.KEYS, keys.client, keys.share_public, keys.mask_public, keys.seed_commitment))
+
+
 def view_digest(
-    *, session: bytes, round: int, epoch: int, participants: tuple[int, ...], members: tuple[int, ...],
+    *, session: bytes, round: int, epoch: int, participants: tuple[int, ...], members: tuple[int, ...], keys: tuple[bytes, ...],
     commitments: tuple[bytes, ...] = (), nonces: tuple[bytes, ...] = (),
 ) -> bytes:
     """What one key epoch is, as a client saw it: the announced participants, the members that
-    advertised keys and, with the sparse graph, every member's graph commitment and nonce (in
-    member order). It seeds the sparse graph and goes into every share envelope and consistency
-    statement, so clients shown different epochs cannot vouch for, or hold shares of, each other."""
-    return _sha256(label(Purpose.VIEW, session, round, epoch, participants, members, *commitments, *nonces))
+    advertised keys, the digest of each member's signed round keys (``keys``: :func:`keys_hash`
+    in member order) and, with the sparse graph, every member's graph commitment and nonce. It
+    seeds the sparse graph and goes into every share envelope and consistency statement, so
+    clients shown different epochs (or different keys of one client) cannot vouch for, or hold
+    shares of, each other."""
+    return _sha256(label(Purpose.VIEW, session, round, epoch, participants, members, *keys, *commitments, *nonces))
 
 
-def graph_commitment(nonce: bytes, *, session: bytes, round: int, epoch: int, client: int) -> bytes:
-    """A client's commitment to the 32-byte nonce it adds to the sparse graph's seed."""
-    return graph_commitments({client: nonce}, session=session, round=round, epoch=epoch)[client]
+def graph_commitment(nonce: bytes, keys: bytes, *, session: bytes, round: int, epoch: int, client: int) -> bytes:
+    """A client's commitment to the 32-byte nonce it adds to the sparse graph's seed, and to its
+    round keys (``keys``: their :func:`keys_hash`), so the view digest covers every member's keys
+    though each client receives only its neighbours'."""
+    return graph_commitments({client: nonce}, {client: keys}, session=session, round=round, epoch=epoch)[client]
 
 
-def graph_commitments(nonces: Mapping[int, bytes], *, session: bytes, round: int, epoch: int) -> dict[int, bytes]:
-    """:func:`graph_commitment` of many clients' nonces at once: every client checks all n of
-    them per sparse key epoch, so the label they share is encoded once (the same bytes as
-    label(GRAPH_COMMITMENT, session, round, epoch, client))."""
+def graph_commitments(nonces: Mapping[int, bytes], keys: Mapping[int, bytes], *, session: bytes, round: int, epoch: int) -> dict[int, bytes]:
+    """:func:`graph_commitment` of many clients' nonces and key hashes at once: every client
+    checks all n of them per sparse key epoch, so the label they share is encoded once (the same
+    bytes as label(GRAPH_COMMITMENT, session, round, epoch, client))."""
     common = label(Purpose.GRAPH_COMMITMENT, session, round, epoch)
-    return {client: _sha256(common, int_field(client), nonce) for client, nonce in nonces.items()}
+    return {client: _sha256(common, int_field(client), nonce, keys[client]) for client, nonce in nonces.items()}
 
 
 def share_commitment(share: bytes, *, kind: str, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:

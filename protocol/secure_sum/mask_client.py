@@ -43,6 +43,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from cryptography.exceptions import InvalidSignature
 
 from secure_fedgraph.crypto import shamir
 from secure_fedgraph.crypto.fixed_point import FixedPoint
@@ -53,8 +54,11 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.secure_sum.keyring import (
     consistency_statement,
+    envelope_key_commitment,
+    envelope_statement,
     graph_commitment,
     graph_commitments,
+    keys_hash,
     open_from,
     pair_key,
     seal_for,
@@ -67,6 +71,7 @@ from secure_fedgraph.protocol.secure_sum.keyring import (
     view_digest,
 )
 from secure_fedgraph.protocol.secure_sum.messages import (
+    Complaint,
     DeliverResponse,
     AdvertiseRequest,
     AdvertiseResponse,
@@ -126,6 +131,8 @@ class _Epoch:
     exposed: set[int] = field(default_factory=set)
     gave_seed_share: set[int] = field(default_factory=set)
     gave_key_share: set[int] = field(default_factory=set)
+    own_keys: SignedKeys | None = None  # what this client advertised (its hash enters the view digest)
+    key_hashes: dict[int, bytes] = field(default_factory=dict)  # sparse graph: every member's committed keys_hash
     sum_index: int = -1
     spec: SumSpec | None = None
     digest: bytes | None = None  # of the current sum's contribution, in runs that can resume (R-RESUME)
@@ -193,7 +200,8 @@ class MaskClient(ClientRole):
             self.identity, **lab, client=self.client_id, share_public=keys.share_public,
             mask_public=keys.mask_public, seed_commitment=seed_commitment(seed, **lab, client=self.client_id),
         )
-        committed = graph_commitment(nonce, **lab, client=self.client_id) if plan.graph is GraphKind.SPARSE else b""
+        self._epoch.own_keys = signed
+        committed = graph_commitment(nonce, keys_hash(signed), **lab, client=self.client_id) if plan.graph is GraphKind.SPARSE else b""
         return AdvertiseResponse(self._header(request), signed, committed)
 
     @staticmethod
@@ -212,7 +220,7 @@ class MaskClient(ClientRole):
         if committed is None:
             raise self._fail("the graph commitments must be one per announced participant")
         commitments = dict(zip(ep.participants, committed, strict=True))
-        if commitments[self.client_id] != graph_commitment(ep.nonce, **self._labels(ep), client=self.client_id):
+        if commitments[self.client_id] != graph_commitment(ep.nonce, keys_hash(ep.own_keys), **self._labels(ep), client=self.client_id):
             raise self._fail("the graph commitments do not include this client's own")
         ep.commitments = commitments
         return GraphResponse(self._header(request), ep.nonce)
@@ -223,22 +231,26 @@ class MaskClient(ClientRole):
             if ep.commitments is None:
                 raise self._fail("a sparse key epoch needs the graph step before its keys are shared")
             nonces = _split(request.nonces, len(ep.participants))
-            if nonces is None:
-                raise self._fail("the graph nonces must be one per participant")
-            expected = graph_commitments(dict(zip(ep.participants, nonces, strict=True)), **self._labels(ep))
+            hashes = _split(request.key_hashes, len(ep.participants))
+            if nonces is None or hashes is None:
+                raise self._fail("the graph nonces and key hashes must be one per participant")
+            ep.key_hashes = dict(zip(ep.participants, hashes, strict=True))
+            expected = graph_commitments(dict(zip(ep.participants, nonces, strict=True)), ep.key_hashes, **self._labels(ep))
             wrong = [c for c in ep.participants if expected[c] != ep.commitments[c]]
             if wrong:
-                raise self._fail(f"client {wrong[0]}'s graph nonce does not match its commitment")
+                raise self._fail(f"client {wrong[0]}'s graph nonce and keys do not match its commitment")
             members = ep.participants
-            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members,
+            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members, keys=hashes,
                                   commitments=tuple(ep.commitments[c] for c in members), nonces=nonces)
         else:
-            if request.nonces:
+            if request.nonces or request.key_hashes:
                 raise self._fail("graph nonces sent for a complete-graph epoch")
-            members = tuple(sorted({self.client_id} | {p.client for p in request.peers}))
+            relayed = {p.client: p for p in request.peers}
+            members = tuple(sorted({self.client_id} | set(relayed)))
             if not set(members) <= set(ep.participants):
                 raise self._fail("the server sent keys of clients that are not participants")
-            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members)
+            keys = tuple(keys_hash(ep.own_keys if c == self.client_id else relayed[c]) for c in members)
+            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members, keys=keys)
         ep.graph = NeighbourGraph.build(kind=ep.plan.graph, participants=members, degree=ep.plan.degree, seed=ep.view)
 
     # --- 2. share keys ---------------------------------------------------------------------
@@ -254,6 +266,8 @@ class MaskClient(ClientRole):
             if peer.client not in neighbours or peer.client in ep.peers:
                 raise self._fail(f"server sent keys of client {peer.client}, not a (new) neighbour")
             verify_keys(peer, directory=self.directory, **lab)
+            if ep.key_hashes and ep.key_hashes[peer.client] != keys_hash(peer):
+                raise self._fail(f"the keys relayed for client {peer.client} are not the keys it committed to")
             if {peer.share_public, peer.mask_public} & seen_keys or peer.share_public == peer.mask_public:
                 raise self._fail(f"client {peer.client} advertises a public key already in use")
             seen_keys |= {peer.share_public, peer.mask_public}
@@ -268,35 +282,74 @@ class MaskClient(ClientRole):
         sealed, committed = [], []
         for v in holders:
             seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]
-            sealed.append(seal_for(ep.sealing[v], seed_share + key_share, aad_purpose=Purpose.SHARE_AAD, **lab,
-                                   owner=self.client_id, holder=v, view=ep.view))
-            committed.append(ShareCommitment(
-                self.client_id, v,
-                share_commitment(seed_share, kind="seed", **lab, owner=self.client_id, holder=v),
-                share_commitment(key_share, kind="mask_key", **lab, owner=self.client_id, holder=v),
-            ))
+            envelope = seal_for(ep.sealing[v], seed_share + key_share, aad_purpose=Purpose.SHARE_AAD, **lab, owner=self.client_id, holder=v,
+                                view=ep.view)
+            seed_hash = share_commitment(seed_share, kind="seed", **lab, owner=self.client_id, holder=v)
+            key_hash = share_commitment(key_share, kind="mask_key", **lab, owner=self.client_id, holder=v)
+            key_commitment = envelope_key_commitment(ep.sealing[v], **lab, owner=self.client_id, holder=v)
+            statement = envelope_statement(**lab, view=ep.view, owner=self.client_id, holder=v, sealed=envelope.data, seed_hash=seed_hash,
+                                           key_hash=key_hash, key_commitment=key_commitment)
+            sealed.append(envelope)
+            committed.append(ShareCommitment(self.client_id, v, seed_hash, key_hash, key_commitment, self.identity.sign(statement)))
         return ShareKeysResponse(self._header(request), tuple(sealed), tuple(committed))
 
     # --- 3. masked input -------------------------------------------------------------------
-    def _open_shares(self, ep: _Epoch, request: InputRequest) -> None:
+    def _open_shares(self, ep: _Epoch, request: InputRequest) -> tuple[Complaint, ...]:
+        """Open the envelopes dealt to this client (first sum of the epoch). One that does not hold
+        the shares its dealer committed to is set aside, never revealed (so the dealer cannot have
+        the server blame this client), and, where the dealer signed it, complained about with its
+        key: the server then sees who lied (threat_model.md M-LIAR). Nothing a dealer seals makes
+        this client leave the run."""
         if ep.shares_opened:
             if request.shares or request.share_commitments:
                 raise self._fail("shares arrived again after the first sum of the epoch")
-            return
-        lab = self._labels(ep)
+            return ()
         commitments = {c.owner: c for c in request.share_commitments if c.holder == self.client_id}
+        complaints = []
         for sealed in request.shares:
-            if sealed.holder != self.client_id or sealed.owner not in ep.peers or sealed.owner in ep.held:
-                raise self._fail(f"unexpected share envelope from client {sealed.owner} to {sealed.holder}")
-            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=ep.view)
-            if len(payload) != SEALED_SHARES_BYTES:
-                raise self._fail(f"share envelope from client {sealed.owner} has {len(payload)} bytes")
-            seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
-            if not self._dealt_as_committed(ep, commitments.get(sealed.owner), seed_share, key_share):
-                ep.bad_dealers.add(sealed.owner)  # revealing these would make the server blame us: withhold them
+            owner = sealed.owner
+            if sealed.holder != self.client_id or owner not in ep.peers or owner in ep.held or owner in ep.bad_dealers:
+                raise self._fail(f"unexpected share envelope from client {owner} to {sealed.holder}")
+            committed = commitments.get(owner)
+            shares = self._opened(ep, sealed, committed)
+            if shares is not None:
+                ep.held[owner] = shares
                 continue
-            ep.held[sealed.owner] = (seed_share, key_share)
+            ep.bad_dealers.add(owner)  # revealing these would make the server blame us: withhold them
+            if self._signed_by_dealer(ep, sealed, committed):
+                complaints.append(Complaint(owner, ep.sealing[owner]))
         ep.shares_opened = True
+        return tuple(complaints)
+
+    def _opened(self, ep: _Epoch, sealed, committed: ShareCommitment | None) -> tuple[bytes, bytes] | None:
+        """The (seed, mask-key) shares in an envelope, or None if it does not open or holds other
+        shares than its dealer committed to."""
+        try:
+            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **self._labels(ep), view=ep.view)
+        except ProtocolError:
+            return None
+        if len(payload) != SEALED_SHARES_BYTES:
+            return None
+        seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
+        return (seed_share, key_share) if self._dealt_as_committed(ep, committed, seed_share, key_share) else None
+
+    def _signed_by_dealer(self, ep: _Epoch, sealed, committed: ShareCommitment | None) -> bool:
+        """Whether the dealer signed this envelope and committed to the key this client derives
+        for it: only then does a complaint (which reveals that key) show the dealer lied. An
+        envelope the server altered in transit carries no valid signature, so the server cannot
+        make this client reveal a key that would open the dealer's real envelope."""
+        if committed is None:
+            return False
+        lab, owner = self._labels(ep), sealed.owner
+        if committed.key_commitment != envelope_key_commitment(ep.sealing[owner], **lab, owner=owner, holder=self.client_id):
+            return False
+        statement = envelope_statement(**lab, view=ep.view, owner=owner, holder=self.client_id, sealed=sealed.data,
+                                       seed_hash=committed.seed_hash, key_hash=committed.key_hash, key_commitment=committed.key_commitment)
+        try:
+            verify_signature(self.directory[owner], committed.signature, statement)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
 
     def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment | None, seed_share: bytes, key_share: bytes) -> bool:
         """Whether the shares a dealer sealed to us are the ones it committed to (threat_model.md
@@ -340,7 +393,7 @@ class MaskClient(ClientRole):
         expected = self.config.mask.encoding_of(request.spec, len(ep.participants))
         if request.encoding != expected:
             raise self._fail(f"server's encoding {request.encoding} differs from this client's {expected}")
-        self._open_shares(ep, request)
+        complaints = self._open_shares(ep, request)
         live = self._check_live(ep, request.live)
         streaming = ep.plan.streams(request.spec)
         x = self._fresh(request.spec)
@@ -364,7 +417,7 @@ class MaskClient(ClientRole):
         if streaming:  # inputs under pairwise masks only: exposed now, and no live client's mask key may ever be revealed
             ep.exposed |= live
             self._expose(request.spec)
-        return InputResponse(self._header(request), y, (), committed)
+        return InputResponse(self._header(request), y, (), committed, complaints)
 
     # --- 4. consistency --------------------------------------------------------------------
     def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:

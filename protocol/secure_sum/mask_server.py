@@ -36,7 +36,7 @@ from collections import defaultdict
 
 import numpy as np
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from secure_fedgraph.crypto import shamir
 from secure_fedgraph.crypto.keys import verify_signature
@@ -46,7 +46,10 @@ from secure_fedgraph.errors import DropoutError, ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.secure_sum.keyring import (
     consistency_statement,
+    envelope_key_commitment,
     graph_commitment,
+    keys_hash,
+    open_from,
     pair_key,
     seed_commitment,
     self_mask_commitment,
@@ -59,6 +62,7 @@ from secure_fedgraph.protocol.secure_sum import mask_format
 from secure_fedgraph.protocol.secure_sum.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
 from secure_fedgraph.protocol.secure_sum.messages import (
     AdvertiseRequest,
+    Complaint,
     AdvertiseResponse,
     ConsistencyRequest,
     ConsistencyResponse,
@@ -92,6 +96,8 @@ class MaskServer(ServerRole):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._prg = MaskPRG()
+        self._public_keys: set[bytes] = set()  # every round key advertised in this session (none may come again)
+        self._probe = X25519PrivateKey.generate()  # agreement with it fails for a low-order key
         self.revealed: dict[tuple[int, int, int], set[str]] = defaultdict(set)  # (round, epoch, client) -> {"seed", "mask_key"}
 
     def _labels(self) -> dict:
@@ -127,6 +133,7 @@ class MaskServer(ServerRole):
             if len(response.graph_commitment) != (32 if sparse else 0):
                 raise ProtocolError(f"advertise: client {client} sent a malformed graph commitment")
             verify_keys(keys, directory=self.directory, **lab)
+            self._check_fresh_keys(client, keys)
             adverts[client] = response
 
         outcome = yield self._step(
@@ -150,7 +157,8 @@ class MaskServer(ServerRole):
             nonces: dict[int, bytes] = {}
 
             def accept_nonce(client: int, response: GraphResponse) -> None:
-                if len(response.nonce) != NONCE_BYTES or graph_commitment(response.nonce, **lab, client=client) != adverts[client].graph_commitment:
+                if len(response.nonce) != NONCE_BYTES or graph_commitment(response.nonce, keys_hash(adverts[client].keys), **lab,
+                                                                         client=client) != adverts[client].graph_commitment:
                     raise ProtocolError(f"graph: client {client}'s nonce does not match its commitment")
                 nonces[client] = response.nonce
 
@@ -159,14 +167,15 @@ class MaskServer(ServerRole):
             if set(nonces) != set(participants):  # every committed nonce seeds the graph: no one may withhold one
                 self.log.append(f"round {self.round}: clients {sorted(set(participants) - set(nonces))} withheld graph nonces; re-keying")
                 return (yield from self._key_setup(set(nonces)))
-            view = view_digest(**lab, participants=participants, members=participants, commitments=commitments,
+            hashes = tuple(keys_hash(adverts[c].keys) for c in participants)
+            view = view_digest(**lab, participants=participants, members=participants, keys=hashes, commitments=commitments,
                                nonces=tuple(nonces[c] for c in participants))
-            nonce_list = b"".join(nonces[c] for c in participants)
+            nonce_list, hash_list = b"".join(nonces[c] for c in participants), b"".join(hashes)
             members = participants
         else:
             members = tuple(sorted(advertised))
-            view = view_digest(**lab, participants=participants, members=members)
-            nonce_list = b""
+            view = view_digest(**lab, participants=participants, members=members, keys=tuple(keys_hash(adverts[c].keys) for c in members))
+            nonce_list = hash_list = b""
         graph = NeighbourGraph.build(kind=plan.graph, participants=members, degree=plan.degree, seed=view)
         inbox: dict[int, list[tuple[Sealed, ShareCommitment]]] = defaultdict(list)
         share_hashes: dict[tuple[int, int], ShareCommitment] = {}
@@ -179,7 +188,8 @@ class MaskServer(ServerRole):
                 raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(expected)} neighbours")
             if any(len(s.data) != _SEALED_BYTES for s in response.sealed):
                 raise ProtocolError(f"share_keys: client {client} sent an envelope of the wrong size")
-            if set(committed) != {(client, h) for h in holders} or any(len(c.seed_hash) != 32 or len(c.key_hash) != 32 for c in committed.values()):
+            if set(committed) != {(client, h) for h in holders} or any(
+                    (len(c.seed_hash), len(c.key_hash), len(c.key_commitment), len(c.signature)) != (32, 32, 32, 64) for c in committed.values()):
                 raise ProtocolError(f"share_keys: client {client} must commit to each share it sealed, once")
             for s in response.sealed:
                 inbox[s.holder].append((s, committed[(client, s.holder)]))
@@ -187,7 +197,7 @@ class MaskServer(ServerRole):
 
         outcome = yield self._step(
             Stage.SHARE_KEYS,
-            lambda h: {c: ShareKeysRequest(h, tuple(adverts[v].keys for v in sorted(graph.of(c) & advertised)), nonce_list)
+            lambda h: {c: ShareKeysRequest(h, tuple(adverts[v].keys for v in sorted(graph.of(c) & advertised)), nonce_list, hash_list)
                        for c in sorted(advertised)},
             accept_shares,
         )
@@ -226,8 +236,14 @@ class MaskServer(ServerRole):
                 self._check_upload(client, response.payload, acc)
                 if len(response.self_mask_commitment) != (0 if streaming else 32):
                     raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
+                routed = {sealed.owner: (sealed, c) for sealed, c in pending.get(client, ())}
+                dealers = [c.dealer for c in response.complaints]
+                if len(set(dealers)) != len(dealers) or any(d not in routed or len(c.key) != 32 for d, c in zip(dealers, response.complaints)):
+                    raise ProtocolError(f"input: client {client} complained about envelopes it was not dealt")
                 np.add(acc, response.payload, out=acc)
                 committed[client] = response.self_mask_commitment
+                for complaint in response.complaints:
+                    self._judge(client, complaint, *routed[complaint.dealer])
 
             def input_request(c: int) -> tuple:
                 routed = pending.get(c, ())
@@ -235,7 +251,8 @@ class MaskServer(ServerRole):
 
             outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, input_request), accept_input)
             self._note(Stage.INPUT, outcome)
-            survivors = set(outcome.accepted)
+            caught = set(outcome.accepted) & set(self.excluded)  # a dealer or a complainer that lied (M-LIAR)
+            survivors = set(outcome.accepted) - caught
             dropped = set(live) - survivors
             if streaming:  # every live client's input is in, or the sum is lost: no secret may remove a missing mask
                 self._exposed |= set(live)
@@ -247,7 +264,8 @@ class MaskServer(ServerRole):
                 self._require(len(survivors), self._plan.min_survivors, "sent masked inputs")
                 return (yield from self._deliver(index, spec, encoding, acc, survivors))
             self._require(len(survivors), self._plan.min_survivors, "sent masked inputs")
-            why = self._rekey_reason(set(live), survivors, survivors)
+            why = f"clients {sorted(caught)} were caught lying about their share envelopes" if caught else \
+                self._rekey_reason(set(live), survivors, survivors)
             if why is None:
                 # 4. consistency: every survivor signs (view, live, survivors)
                 lab = self._labels()
@@ -275,6 +293,49 @@ class MaskServer(ServerRole):
             self.log.append(f"round {self.round}: {why}; re-keying")
             yield from self._key_setup(survivors)
         return (yield from self._unmask(index, spec, encoding, acc, set(live), survivors, signatures, committed))
+
+    def _check_fresh_keys(self, client: int, keys: SignedKeys) -> None:
+        """A client's round keys must be two distinct keys nobody advertised before in this session
+        and of full order (threat_model.md M-LIAR): a duplicate, reused or low-order key would make
+        every honest peer's key agreement or key check fail, so its sender, not they, is refused."""
+        pair = (keys.share_public, keys.mask_public)
+        if pair[0] == pair[1] or set(pair) & self._public_keys:
+            raise ProtocolError(f"advertise: client {client} advertised a public key twice or one already in use")
+        for public in pair:
+            try:
+                self._probe.exchange(X25519PublicKey.from_public_bytes(public))
+            except ValueError:
+                raise ProtocolError(f"advertise: client {client} advertised a low-order public key") from None
+        self._public_keys.update(pair)
+
+    def _judge(self, holder: int, complaint: Complaint, sealed: Sealed, committed: ShareCommitment) -> None:
+        """A holder complains that ``complaint.dealer``'s envelope does not hold the shares the
+        dealer committed to, revealing the envelope's key: one of the two lied, and is excluded
+        (threat_model.md M-LIAR). The server holds the envelope and commitments as the dealer sent
+        them to it. The key must be the one the dealer committed to, else the holder lied; the
+        envelope opened with it must not hold the committed shares, else the holder lied; then
+        the dealer lied. Revealing the key shows only what that dealer sealed to that holder."""
+        dealer = complaint.dealer
+        if not self._key_committed(complaint.key, dealer, holder, committed):
+            self._exclude(holder, f"complained about client {dealer}'s envelope with a key {dealer} did not commit to")
+        elif self._holds_committed_shares(complaint.key, dealer, holder, sealed, committed):
+            self._exclude(holder, f"complained about client {dealer}'s envelope, which holds the shares {dealer} committed to")
+        else:
+            self._exclude(dealer, f"sealed an envelope for client {holder} that does not hold the shares it committed to")
+
+    def _key_committed(self, key: bytes, dealer: int, holder: int, committed: ShareCommitment) -> bool:
+        return envelope_key_commitment(key, **self._labels(), owner=dealer, holder=holder) == committed.key_commitment
+
+    def _holds_committed_shares(self, key: bytes, dealer: int, holder: int, sealed: Sealed, committed: ShareCommitment) -> bool:
+        lab = self._labels()
+        try:
+            payload = open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=self._view)
+        except ProtocolError:
+            return False
+        seed, mask_key = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
+        return len(payload) == SEALED_SHARES_BYTES and (committed.seed_hash, committed.key_hash) == (
+            share_commitment(seed, kind="seed", **lab, owner=dealer, holder=holder),
+            share_commitment(mask_key, kind="mask_key", **lab, owner=dealer, holder=holder))
 
     @staticmethod
     def _check_upload(client: int, y, acc: np.ndarray) -> None:

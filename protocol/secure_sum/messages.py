@@ -72,12 +72,25 @@ class Signature:
 
 @dataclass(frozen=True)
 class ShareCommitment:
-    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``."""
+    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder`` and to
+    the envelope's key, with its signature over them and the envelope (keyring.envelope_statement):
+    what makes a holder's complaint about the envelope checkable by anyone (threat_model.md M-LIAR)."""
 
     owner: int
     holder: int
     seed_hash: bytes
     key_hash: bytes
+    key_commitment: bytes = b""
+    signature: bytes = b""
+
+
+@dataclass(frozen=True)
+class Complaint:
+    """A holder's complaint that ``dealer``'s envelope to it does not hold the shares it signed
+    for: the envelope's key, which the dealer committed to, so the server can open it and see."""
+
+    dealer: int
+    key: bytes
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,7 @@ class ShareKeysRequest:
     header: Header
     peers: tuple[SignedKeys, ...]
     nonces: bytes = b""  # sparse graph: every participant's revealed 32-byte nonce, concatenated in participant order
+    key_hashes: bytes = b""  # sparse graph: every participant's keys_hash (32 bytes), in participant order; its commitment covers it
 
 
 @dataclass(frozen=True)
@@ -168,6 +182,7 @@ class InputResponse:
     payload: np.ndarray | None  # plain: float vector; mask: ring vector
     ciphertexts: tuple[bytes, ...]  # ckks
     self_mask_commitment: bytes = b""  # mask, full protocol: commitment to the self-mask key of this sum
+    complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: envelopes this client could not open as signed
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ import numpy as np
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.engine import RELEASE_PREFIX
 from secure_fedgraph.protocol.messages import (
+    Joined,
+    SessionRequest,
     BroadcastRequest,
     Header,
     ScatterRequest,
@@ -109,6 +111,17 @@ class ClientRecord:
 
 
 @dataclass
+class Opening:
+    """How one session opened (protocol/session.py), as the server's transcript shows it: the
+    Welcome it proposed, each client's nonce, and the nonces it sent back."""
+
+    proposal: bytes
+    welcome: Welcome
+    joined: dict[int, bytes] = field(default_factory=dict)  # client -> the nonce it answered the Welcome with
+    request: SessionRequest | None = None
+
+
+@dataclass
 class RunView:
     """Everything the transcripts show, in the terms the claims use."""
 
@@ -125,6 +138,7 @@ class RunView:
     reveals: list[tuple[tuple[bytes, int, int], int, object]]  # ((session, round, key epoch), client, UnmaskResponse | RecoverResponse)
     received_bytes: dict[int, dict[At, bytes]]  # client -> (session, step) -> raw bytes of each message the server received from it
     clients: dict[int, ClientRecord]  # client transcripts given
+    openings: list[Opening] = field(default_factory=list)  # one per session, in order
     metrics: dict[str, Any] | None = None  # the run folder's metrics.json, where there is one
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # what several checkers share (the plaintext probe)
 
@@ -203,20 +217,24 @@ def _replay_server(path: Path) -> RunView:
     reveals: list = []
     received_bytes: dict[int, dict[At, bytes]] = defaultdict(dict)
     epoch: dict[bytes, int] = {}
+    openings: dict[bytes, Opening] = {}
     for record in read_transcript(path):
         message = record.message()
         header = getattr(message, "header", None)
         if header is None:  # a Hello
             continue
         where = at(header)
-        if header.session not in sessions:
+        if header.session not in sessions and header.stage not in (Stage.WELCOME, Stage.SESSION):  # those two steps carry the proposal
             sessions.append(header.session)
         if record.direction == SENT:
             step = steps.setdefault(where, StepRecord(header.session, header.round, header.step, header.stage))
             step.asked.add(record.peer)
             first = where not in requests
             requests.setdefault(where, message)
+            if isinstance(message, SessionRequest) and first and header.session in openings:
+                openings[header.session].request = message
             if isinstance(message, Welcome):
+                openings.setdefault(header.session, Opening(header.session, message))
                 if config is None:
                     config = json.loads(message.config_json)
                     config.pop("resume", None)
@@ -244,7 +262,9 @@ def _replay_server(path: Path) -> RunView:
             step = steps.get(where)
             if step is not None:
                 step.answered.add(record.peer)
-            if isinstance(message, sm.InputResponse):
+            if isinstance(message, Joined) and header.session in openings:
+                openings[header.session].joined[record.peer] = message.nonce
+            elif isinstance(message, sm.InputResponse):
                 attempt = attempts.get(where)
                 if attempt is not None:
                     attempt.inputs[record.peer] = message
@@ -265,7 +285,7 @@ def _replay_server(path: Path) -> RunView:
     return RunView(config=config, sessions=sessions, steps=list(steps.values()), sums=list(attempts.values()), uploads=uploads,
                    sent={k: dict(v) for k, v in sent.items()}, downloads={k: dict(v) for k, v in downloads.items()},
                    received_kinds=dict(received_kinds), advertised=advertised, key_deals=key_deals, reveals=reveals,
-                   received_bytes=dict(received_bytes), clients={})
+                   received_bytes=dict(received_bytes), clients={}, openings=list(openings.values()))
 
 
 def _open_sum(message: sm.InputRequest, header: Header, epoch: int, attempts: dict, open_sums: dict) -> None:

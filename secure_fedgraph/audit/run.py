@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from secure_fedgraph.audit import plan_claims, privacy_claims, sum_claims  # noqa: F401  (registers the checkers)
+from secure_fedgraph.audit import plan_claims, privacy_claims, session_claims, sum_claims  # noqa: F401  (registers the checkers)
 from secure_fedgraph.audit.attacks import ATTACKS, AttackContext
 from secure_fedgraph.audit.findings import CHECKERS, NOT_IN_TRANSCRIPTS, AttackResult, Finding, Verdict, not_applicable, verdict
 from secure_fedgraph.audit.replay import RunView, load_run

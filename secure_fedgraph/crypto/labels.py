@@ -34,6 +34,11 @@ class Purpose(enum.Enum):
     SHARE_COMMITMENT = "share-commitment"  # hash: the dealer's commitment to one Shamir share
     SELF_MASK_COMMITMENT = "self-mask-commitment"  # hash: a client's commitment to one sum's self-mask key
     CKKS_CHECK = "ckks-check"  # HKDF: key of one contributor's check lanes in one ckks sum
+    SESSION = "session"  # hash: a session id, from the server's proposal, its Welcome and every client's nonce
+    WELCOME = "welcome"  # hash: what a Welcome announces (configuration, participants, certificates)
+    KEYS = "keys"  # hash: the signed round keys of a key epoch's members, in the view digest
+    ENVELOPE = "envelope"  # signed: a dealer's statement of one share envelope and its commitments
+    ENVELOPE_KEY = "envelope-key"  # hash: a dealer's commitment to the key of one share envelope
 
 
 def int_field(value: int) -> bytes:

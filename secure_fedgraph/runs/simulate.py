@@ -24,13 +24,13 @@ from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.plain import OnePartyServer
-from secure_fedgraph.protocol.secure_sum.roles import ServerRole, check_directory, new_session_id
-from secure_fedgraph.protocol.session import Sequencer
+from secure_fedgraph.protocol.secure_sum.roles import ServerRole, check_directory
+from secure_fedgraph.protocol.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import SERVER, Header, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.messages import Header, UploadResponse, Welcome, named
 from secure_fedgraph.server.runtime import run_config
 
 
@@ -159,37 +159,44 @@ def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, reco
 
 def _session(plan, secure, server_role, identities, memories, server_data, checkpoints, *, saved, crash_at, drop, intercept, record, say,
              policy, writers: RunTranscripts | None):
-    """One session of the run: a new session id and keys, the server resumed from ``saved`` (a
-    checkpoint: round, state, context snapshot, round log) and each client from its memory."""
+    """One session of the run: a new session id (the server's proposal and the clients' nonces)
+    and keys, the server resumed from ``saved`` (a checkpoint: round, state, context snapshot,
+    round log) and each client from its memory."""
     directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
     ids = sorted(identities)
     live = ids if saved is None else saved[2]["live"]
     resume_round = None if saved is None else saved[0]
-    session = new_session_id()
-    seq = Sequencer(session)
-    role = server_role(secure, session=session, directory=directory, clients=ids, sequencer=seq)
-    hosts = {}
-    for c in live:
+    seq = Sequencer(new_proposal())
+    made: dict[str, Any] = {}
+
+    def build(c: int, session: bytes) -> _Host:  # once client c agreed on the session id
         context = memories[c].context(seed=plan.seed, resume_round=resume_round)
-        hosts[c] = ClientHost(role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy,
-                                               signed=memories[c].signed), plan=plan.client, context=context)
-    if writers is not None:
-        _announce(writers, plan, secure, session, seq, hosts)
-    runner = LocalRunner(role, {c: _Host(h, memories[c]) for c, h in hosts.items()}, drop=drop, intercept=intercept, record=record,
+        host = made.setdefault("hosts", {})[c] = ClientHost(
+            role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy,
+                             signed=memories[c].signed), plan=plan.client, context=context)
+        if writers is not None:  # each client records its own contributions, as ``client --audit`` does
+            host.on_contribute = partial(_audit_record, writers, c)
+        return _Host(host, memories[c])
+
+    runner = LocalRunner(None, {c: OpeningClient(c, partial(build, c)) for c in live}, drop=drop, intercept=intercept, record=record,
                          transcripts=writers)
     rounds = RoundLog(runner.traffic, say) if say is not None else None
 
     def keep(round_index: int, state: Any) -> None:
-        checkpoints.append((round_index, copy.deepcopy(state), ctx.snapshot(), copy.deepcopy(rounds.rows if rounds else [])))
+        checkpoints.append((round_index, copy.deepcopy(state), made["ctx"].snapshot(), copy.deepcopy(rounds.rows if rounds else [])))
 
-    ctx = ServerContext(sequencer=seq, secure_sum=role, clients=live, report=rounds, data=server_data,
-                        resumed=None if saved is None else Resumed(saved[0], copy.deepcopy(saved[1])), on_checkpoint=keep)
-    if saved is not None:
-        ctx.restore(saved[2])
-        if rounds is not None:
-            rounds.rows.extend(saved[3])
+    config_json = json.dumps(run_config(plan, secure))
 
     def whole():
+        opened, left = yield from seq.open(live, lambda h: Welcome(h, config_json, tuple(live), ()))  # in process: no certificates
+        role = made["role"] = runner.server = server_role(secure, session=seq.session, directory=directory, clients=ids, sequencer=seq)
+        ctx = made["ctx"] = ServerContext(sequencer=seq, secure_sum=role, clients=opened, report=rounds, data=server_data,
+                                          resumed=None if saved is None else Resumed(saved[0], copy.deepcopy(saved[1])), on_checkpoint=keep)
+        ctx.dropped.update(left)
+        if saved is not None:
+            ctx.restore(saved[2])
+            if rounds is not None:
+                rounds.rows.extend(saved[3])
         metrics = yield from plan.server(ctx)
         yield from ctx.end()
         return metrics
@@ -197,17 +204,7 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
     metrics = runner.run(whole() if crash_at is None else crashing(whole(), crash_at, crash=crash_by_raising))
     if rounds is not None:
         metrics["round_log"] = rounds.rows
-    return metrics, runner, ctx, role, hosts
-
-
-def _announce(writers: RunTranscripts, plan: Plan, secure: SecureSumConfig, session: bytes, seq: Sequencer, hosts: dict[int, ClientHost]) -> None:
-    """The in-process run has no Welcome step (every party is built here), so its transcripts
-    record the Welcome the gRPC server would send (the run's configuration; no certificates),
-    and each client host records its own contributions as ``client --audit`` does."""
-    welcome = codec.encode(Welcome(Header(session, seq.round, 0, Stage.WELCOME, SERVER), json.dumps(run_config(plan, secure)), tuple(sorted(hosts)), ()))
-    for client, host in sorted(hosts.items()):
-        writers.down(client, welcome, welcome)
-        host.on_contribute = partial(_audit_record, writers, client)
+    return metrics, runner, made["ctx"], made["role"], made.get("hosts", {})
 
 
 def _audit_record(writers: RunTranscripts, client: int, header: Header, name: str, tensors) -> None:

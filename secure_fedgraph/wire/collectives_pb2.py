@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from secure_fedgraph.wire import common_pb2 as secure__fedgraph_dot_wire_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&secure_fedgraph/wire/collectives.proto\x12\x14secure_fedgraph.wire\x1a!secure_fedgraph/wire/common.proto\"H\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\"(\n\x05Hello\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x0f\n\x07version\x18\x02 \x01(\t\"x\n\x07Welcome\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\x12\x14\n\x0cparticipants\x18\x03 \x03(\x03\x12\x14\n\x0c\x63\x65rtificates\x18\x04 \x03(\x0c\"\x82\x01\n\x10\x42roadcastRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"\x80\x01\n\x0eScatterRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"x\n\rUploadRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.secure_fedgraph.wire.SumSpec\"\x80\x01\n\x0eUploadResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"J\n\nEndRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&secure_fedgraph/wire/collectives.proto\x12\x14secure_fedgraph.wire\x1a!secure_fedgraph/wire/common.proto\"H\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Tensor\"(\n\x05Hello\x12\x0e\n\x06\x63lient\x18\x01 \x01(\x03\x12\x0f\n\x07version\x18\x02 \x01(\t\"x\n\x07Welcome\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\x12\x14\n\x0cparticipants\x18\x03 \x03(\x03\x12\x14\n\x0c\x63\x65rtificates\x18\x04 \x03(\x0c\"E\n\x06Joined\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\r\n\x05nonce\x18\x02 \x01(\x0c\"_\n\x0eSessionRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0f\n\x07\x63lients\x18\x02 \x03(\x03\x12\x0e\n\x06nonces\x18\x03 \x01(\x0c\"\x82\x01\n\x10\x42roadcastRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"\x80\x01\n\x0eScatterRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"x\n\rUploadRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1d.secure_fedgraph.wire.SumSpec\"\x80\x01\n\x0eUploadResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x32\n\x07tensors\x18\x03 \x03(\x0b\x32!.secure_fedgraph.wire.NamedTensor\"J\n\nEndRequest\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.secure_fedgraph.wire.Header\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,14 +38,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_end=213
   _globals['_WELCOME']._serialized_start=215
   _globals['_WELCOME']._serialized_end=335
-  _globals['_BROADCASTREQUEST']._serialized_start=338
-  _globals['_BROADCASTREQUEST']._serialized_end=468
-  _globals['_SCATTERREQUEST']._serialized_start=471
-  _globals['_SCATTERREQUEST']._serialized_end=599
-  _globals['_UPLOADREQUEST']._serialized_start=601
-  _globals['_UPLOADREQUEST']._serialized_end=721
-  _globals['_UPLOADRESPONSE']._serialized_start=724
-  _globals['_UPLOADRESPONSE']._serialized_end=852
-  _globals['_ENDREQUEST']._serialized_start=854
-  _globals['_ENDREQUEST']._serialized_end=928
+  _globals['_JOINED']._serialized_start=337
+  _globals['_JOINED']._serialized_end=406
+  _globals['_SESSIONREQUEST']._serialized_start=408
+  _globals['_SESSIONREQUEST']._serialized_end=503
+  _globals['_BROADCASTREQUEST']._serialized_start=506
+  _globals['_BROADCASTREQUEST']._serialized_end=636
+  _globals['_SCATTERREQUEST']._serialized_start=639
+  _globals['_SCATTERREQUEST']._serialized_end=767
+  _globals['_UPLOADREQUEST']._serialized_start=769
+  _globals['_UPLOADREQUEST']._serialized_end=889
+  _globals['_UPLOADRESPONSE']._serialized_start=892
+  _globals['_UPLOADRESPONSE']._serialized_end=1020
+  _globals['_ENDREQUEST']._serialized_start=1022
+  _globals['_ENDREQUEST']._serialized_end=1096
 # @@protoc_insertion_point(module_scope)

@@ -35,6 +35,24 @@ class Welcome(_message.Message):
     certificates: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., config_json: _Optional[str] = ..., participants: _Optional[_Iterable[int]] = ..., certificates: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
+class Joined(_message.Message):
+    __slots__ = ("header", "nonce")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    nonce: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("header", "clients", "nonces")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    NONCES_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    clients: _containers.RepeatedScalarFieldContainer[int]
+    nonces: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., clients: _Optional[_Iterable[int]] = ..., nonces: _Optional[bytes] = ...) -> None: ...
+
 class BroadcastRequest(_message.Message):
     __slots__ = ("header", "name", "tensors")
     HEADER_FIELD_NUMBER: _ClassVar[int]

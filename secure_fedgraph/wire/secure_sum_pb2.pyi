@@ -48,16 +48,28 @@ class Signature(_message.Message):
     def __init__(self, client: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ShareCommitment(_message.Message):
-    __slots__ = ("owner", "holder", "seed_hash", "key_hash")
+    __slots__ = ("owner", "holder", "seed_hash", "key_hash", "key_commitment", "signature")
     OWNER_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     SEED_HASH_FIELD_NUMBER: _ClassVar[int]
     KEY_HASH_FIELD_NUMBER: _ClassVar[int]
+    KEY_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     owner: int
     holder: int
     seed_hash: bytes
     key_hash: bytes
-    def __init__(self, owner: _Optional[int] = ..., holder: _Optional[int] = ..., seed_hash: _Optional[bytes] = ..., key_hash: _Optional[bytes] = ...) -> None: ...
+    key_commitment: bytes
+    signature: bytes
+    def __init__(self, owner: _Optional[int] = ..., holder: _Optional[int] = ..., seed_hash: _Optional[bytes] = ..., key_hash: _Optional[bytes] = ..., key_commitment: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class Complaint(_message.Message):
+    __slots__ = ("dealer", "key")
+    DEALER_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    dealer: int
+    key: bytes
+    def __init__(self, dealer: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AdvertiseRequest(_message.Message):
     __slots__ = ("header", "epoch", "participants", "graph", "degree", "threshold", "min_survivors", "max_dropped", "streaming")
@@ -108,14 +120,16 @@ class GraphResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class ShareKeysRequest(_message.Message):
-    __slots__ = ("header", "peers", "nonces")
+    __slots__ = ("header", "peers", "nonces", "key_hashes")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     NONCES_FIELD_NUMBER: _ClassVar[int]
+    KEY_HASHES_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     peers: _containers.RepeatedCompositeFieldContainer[SignedKeys]
     nonces: bytes
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[bytes] = ...) -> None: ...
+    key_hashes: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[bytes] = ..., key_hashes: _Optional[bytes] = ...) -> None: ...
 
 class ShareKeysResponse(_message.Message):
     __slots__ = ("header", "sealed", "commitments")
@@ -178,16 +192,18 @@ class InputRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., share_commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
 
 class InputResponse(_message.Message):
-    __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment")
+    __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment", "complaints")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     SELF_MASK_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    COMPLAINTS_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     payload: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
     self_mask_commitment: bytes
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., self_mask_commitment: _Optional[bytes] = ...) -> None: ...
+    complaints: _containers.RepeatedCompositeFieldContainer[Complaint]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., self_mask_commitment: _Optional[bytes] = ..., complaints: _Optional[_Iterable[_Union[Complaint, _Mapping]]] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
     __slots__ = ("header", "survivors")

@@ -233,14 +233,14 @@ def test_attack_a_flood_from_a_joined_client_is_held_back_by_flow_control(monkey
 
 
 def test_attack_a_batch_repeating_its_senders_frame_is_refused_and_its_host_dropped(monkeypatch, tmp_path):
-    """Client 3 answers the Welcome with one valid batch that repeats its own Ack frame 200,000
+    """Client 3 answers the Welcome with one valid batch that repeats its own answer frame 200,000
     times (800 kB; issue 29's 2 million in 8 MB grew a server from 256 MB to 964 MB and wrote a
     160 MB metrics.json, and the sender stayed in the run). A batch carries at most one frame
     per client (R-FLOOD): the server refuses this one at its second frame, before it builds the
     others, drops client 3's stream with one line naming it and the count, and the honest
     clients finish; metrics.json stays small. With that check switched off the server builds
     all 200,000 frames, takes the first as client 3's answer and keeps it in the run."""
-    from secure_fedgraph.protocol.messages import Ack, Header
+    from secure_fedgraph.protocol.messages import Header, Joined
     from secure_fedgraph.protocol.transports import batch as batch_module
     from tests.integration import live
     from tests.protocol.test_batch import repeated_frame_batch
@@ -258,7 +258,7 @@ def test_attack_a_batch_repeating_its_senders_frame_is_refused_and_its_host_drop
         with live.raw_channel(server, 3) as channel:
             stream = live.open_stream(channel)
             h = _welcome_of(stream).header
-            flood = repeated_frame_batch(3, codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, 3))), count)
+            flood = repeated_frame_batch(3, codec.encode(Joined(Header(h.session, h.round, h.step, h.stage, 3), bytes(32))), count)
             stream.send(flood)
             try:
                 next(stream.batches())  # the next request: the server took the batch; else its verdict ends the stream

@@ -18,6 +18,7 @@ from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.session import ClientOpening
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
@@ -223,12 +224,13 @@ def _rogue(run, client: int, answer):
                 for i, frames in enumerate(stream.batches()):
                     data = frames[0].body
                     request = codec.decode(data)
-                    if i == 0:  # the Welcome
-                        from secure_fedgraph.protocol.messages import Ack, Header
-
-                        h = request.header
-                        stream.send_frames([Frame(client, codec.encode(Ack(Header(h.session, h.round, h.step, h.stage, client))))])
-                    elif i == 1:
+                    if i == 0:  # the Welcome: a fresh nonce, as an honest client answers it
+                        opening = ClientOpening(client, request)
+                        stream.send_frames([Frame(client, codec.encode(opening.joined(request)))])
+                    elif i == 1:  # the session request
+                        opening.agree(request)
+                        stream.send_frames([Frame(client, codec.encode(opening.ack(request)))])
+                    elif i == 2:
                         stream.send_frames([Frame(client, answer(data))])  # then keep reading: the server's verdict ends the stream
             except grpc.RpcError as exc:
                 errors.append(exc)

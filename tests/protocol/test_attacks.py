@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.crypto import shamir
-from secure_fedgraph.crypto.keys import IdentityKey
+from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG
+from secure_fedgraph.errors import ProtocolError, SecureFedGraphError
 from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol import session as session_module
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
 from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.secure_sum import (
@@ -31,12 +33,13 @@ from secure_fedgraph.protocol.secure_sum import (
     SumSpec,
     make_client,
 )
-from secure_fedgraph.protocol.secure_sum import keyring, mask_client, mask_format, policy
+from secure_fedgraph.protocol.secure_sum import keyring, mask_client, mask_format, mask_server, policy
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import MaskPlan
 from secure_fedgraph.protocol.secure_sum.mask_client import MaskClient
 from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
 from secure_fedgraph.protocol.secure_sum.messages import (
+    Complaint,
     ConsistencyRequest,
     InputResponse,
     Signature,
@@ -101,6 +104,85 @@ def test_attack_withheld_delivery_then_ask_again_without_one_client(monkeypatch,
         return _close(first.values["w"] - second.values["w"], inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
+
+
+# --- A2. the same session id twice (R-SESSION) -------------------------------------------------
+
+
+def _the_same_session_id_twice(patch: pytest.MonkeyPatch) -> bool:
+    """A deviating server runs a sum under session id S among ten clients, claims that clients 1,
+    2 and 3 dropped before their input, and so rebuilds their mask keys from the survivors'
+    shares. Then it starts a new run under the same S among clients 0 to 3 and relays to client 0
+    the signed key advertisements 1, 2 and 3 made in the first run (it passes consistency
+    signatures on unchecked, and keeps back the share envelopes between them and client 0, which
+    would not open under the old keys). Were their signatures to verify, client 0 would mask its input with
+    pair keys the server can compute, and its revealed self-mask key would do the rest."""
+    patch.setattr(mask_server, "verify_signature", lambda *args: None)
+    victim, ghosts, proposal = 0, (1, 2, 3), os.urandom(16)
+    identities = {c: IdentityKey.generate() for c in range(10)}
+    inputs = make_inputs(range(10), shapes=SHAPE)
+    old_keys: dict = {}
+    rebuilt: dict = {}
+
+    def keep_adverts(direction, stage, client, data):
+        if direction == "up" and stage is Stage.ADVERTISE and client in ghosts:
+            old_keys[client] = codec.decode(data).keys
+        return data
+
+    first = local_session(MASK, range(10), session=proposal, identities=identities, policy=ClientPolicy(), intercept=keep_adverts,
+                          drop={Stage.INPUT: ghosts})
+    rebuild = first.server._rebuild
+
+    def keeping(client, shares, kind):
+        rebuilt[client] = rebuild(client, shares, kind)
+        return rebuilt[client]
+
+    first.server._rebuild = keeping
+    first.start_round()
+    first.secure_sum("s", inputs)
+    seen: dict = {}
+
+    def relay_old_keys(direction, stage, client, data):
+        if (direction, stage, client) == ("down", Stage.SHARE_KEYS, victim):
+            request = codec.decode(data)
+            return codec.encode(dataclasses.replace(request, peers=tuple(old_keys[p.client] for p in request.peers)))
+        if direction == "down" and stage is Stage.INPUT and client in (victim, *ghosts):  # envelopes between them would not open
+            request, between = codec.decode(data), {victim} if client in ghosts else set(ghosts)
+            return codec.encode(dataclasses.replace(request, shares=tuple(e for e in request.shares if e.owner not in between),
+                                                    share_commitments=tuple(c for c in request.share_commitments if c.owner not in between)))
+        if direction == "up" and client == victim and stage in (Stage.INPUT, Stage.UNMASK):
+            seen[stage] = codec.decode(data)
+        return data
+
+    second = local_session(MASK, range(4), session=proposal, identities={c: identities[c] for c in range(4)}, policy=ClientPolicy(),
+                           intercept=relay_old_keys)
+    second.start_round()
+    try:
+        second.secure_sum("s", {c: inputs[c] for c in range(4)})  # the ghosts' masks do not cancel: the sum is garbage
+    except SecureFedGraphError:
+        pass
+    if Stage.UNMASK not in seen:
+        return False
+    server = second.server
+    pair_keys = {v: keyring.pair_key(rebuilt[v], server._keys[victim].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(),
+                                     a=victim, b=v) for v in ghosts}
+    guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(4, 16), self_key=seen[Stage.UNMASK].self_mask_key,
+                   pair_keys=pair_keys, client=victim, stream=0)
+    return _close(guess, inputs[victim]["w"])
+
+
+def test_attack_the_same_session_id_twice(monkeypatch):
+    """Every client adds a fresh nonce to the session id when a session opens, so client 0's
+    second session id is new to it and the first run's advertisements do not verify there. The
+    attack runs with the view digest blind to keys (that defence stops it on its own: the
+    ghosts' own views hold their new keys), so the fresh session id alone must stop it."""
+
+    def attack() -> bool:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mask_client, "keys_hash", lambda keys: b"")
+            return _the_same_session_id_twice(patch)
+
+    defence_stops(attack, monkeypatch, session_module, "agreed_session", lambda *, proposal, **kw: proposal)
 
 
 def _hosts(config: SecureSumConfig, n: int, plan, server_class):
@@ -332,47 +414,62 @@ def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
 # --- C. grinding the sparse graph (M-GRAPH-SPARSE) --------------------------------------------
 
 
-def test_attack_grinding_session_ids_for_a_graph_of_colluders(monkeypatch):
+def test_attack_a_colluder_grinding_its_keys_for_a_graph_of_colluders(monkeypatch):
     """20 clients, 8 of them colluding, a sparse graph of degree 6 where all 6 shares are needed.
-    Offline, the server tries session ids until the graph it predicts gives client 0 six
-    colluding neighbours (about one id in a thousand); in that session the colluders' shares
-    rebuild client 0's mask key and its revealed self-mask key does the rest. The graph hashes
-    nonces the clients commit to before any is revealed, so the server's prediction fails (the
-    attack counts only if the clients build the very graph it ground for)."""
+    The last colluder to advertise sees every other member's signed keys (the server relays
+    them) and tries fresh keys of its own until the graph it predicts gives client 0 six
+    colluding neighbours (about one try in a thousand); then the colluders' shares rebuild
+    client 0's mask key and its revealed self-mask key does the rest. The graph's seed also
+    hashes a nonce every member committed to before any was revealed, so the prediction fails
+    (the attack counts only if the clients build the very graph it ground for)."""
     n, u, colluders, degree = 20, 0, set(range(12, 20)), 6
+    last = max(colluders)
     adversary = dataclasses.replace(NO_COLLUDERS, dropout_fraction=0.02)  # the clients believe nobody colludes
     config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=degree, threshold=degree, adversary=adversary))
     participants = tuple(range(n))
-
-    def predicted_graph(session: bytes) -> NeighbourGraph:
-        """The graph, if every client's nonce were the all-zero one (what the attacker assumes)."""
-        nonce = bytes(32)
-        lab = {"session": session, "round": 0, "epoch": 0}
-        commitments = tuple(keyring.graph_commitment(nonce, **lab, client=c) for c in participants)
-        view = keyring.view_digest(**lab, participants=participants, members=participants, commitments=commitments, nonces=(nonce,) * n)
-        return NeighbourGraph.build(kind=GraphKind.SPARSE, participants=participants, degree=degree, seed=view)
+    identities = {c: IdentityKey.generate() for c in range(n)}
 
     def attack() -> bool:
-        rng = np.random.default_rng(0)
-        while True:  # grind
-            session_id = rng.bytes(16)
-            predicted = predicted_graph(session_id)
-            if predicted.of(u) <= colluders:
-                break
-        seen: dict = {}
+        adverts, found, seen, held = {}, {}, {}, {}
 
-        def spy(direction, stage, client, data):
+        def predict(lab: dict, keys: dict):
+            """The graph, if every member's nonce were the all-zero one (what the attacker assumes)."""
+            nonce = bytes(32)
+            hashes = tuple(keyring.keys_hash(keys[c]) for c in participants)
+            commitments = tuple(keyring.graph_commitment(nonce, h, **lab, client=c) for c, h in zip(participants, hashes, strict=True))
+            view = keyring.view_digest(**lab, participants=participants, members=participants, keys=hashes, commitments=commitments,
+                                       nonces=(nonce,) * n)
+            return NeighbourGraph.build(kind=GraphKind.SPARSE, participants=participants, degree=degree, seed=view)
+
+        def intercept(direction, stage, client, data):
             if direction == "up" and client == u and stage in (Stage.INPUT, Stage.UNMASK):
                 seen[stage] = codec.decode(data)
-            return data
+            if direction != "up" or stage is not Stage.ADVERTISE:
+                return data
+            response = codec.decode(data)
+            adverts[client] = response.keys
+            if client != last:  # every other member has advertised when the last colluder answers
+                return data
+            lab = {"session": response.header.session, "round": 0, "epoch": 0}
+            for _ in range(20_000):  # the colluder grinds its own round keys
+                keys = RoundKeys.generate()
+                adverts[last] = keyring.sign_keys(identities[last], **lab, client=last, share_public=keys.share_public,
+                                                  mask_public=keys.mask_public, seed_commitment=response.keys.seed_commitment)
+                found["graph"] = predict(lab, adverts)
+                if found["graph"].of(u) <= colluders:
+                    break
+            epoch = held["session"].clients[last]._epoch  # it deals its shares under the keys it ground
+            epoch.keys, epoch.own_keys = keys, adverts[last]
+            commitment = keyring.graph_commitment(epoch.nonce, keyring.keys_hash(adverts[last]), **lab, client=last)
+            return codec.encode(dataclasses.replace(response, keys=adverts[last], graph_commitment=commitment))
 
-        session = local_session(config, range(n), intercept=spy, session=session_id)
+        session = held["session"] = local_session(config, range(n), intercept=intercept, identities=identities)
         session.start_round()
         inputs = make_inputs(range(n), shapes=SHAPE)
         session.secure_sum("s", inputs)
         server, clients = session.server, session.clients
-        if any(server._graph.of(c) != predicted.of(c) for c in range(n)):
-            return False  # the clients' graph is not the one the server ground for
+        if any(server._graph.of(c) != found["graph"].of(c) for c in range(n)):
+            return False  # the clients' graph is not the one the colluder ground for
         neighbours = server._graph.of(u)
         shares = {c + 1: clients[c]._epoch.held[u][1] for c in neighbours}
         mask_key = shamir.combine(shares, threshold=degree)
@@ -478,6 +575,220 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
         return 1 in session.server.excluded  # an honest client was framed
 
     defence_stops(attack, monkeypatch, MaskClient, "_dealt_as_committed", lambda self, ep, committed, seed, key: True)
+
+
+# --- F4/F5. one malicious client must not end the round for everyone (M-LIAR) -----------------
+
+
+def _signed_as(identity: IdentityKey, response, change) -> object:
+    """A dealer's ShareKeysResponse with each envelope's data replaced by ``change(envelope)``,
+    every statement signed again by the dealer itself (a malicious dealer signs what it sends)."""
+    lab = {"session": response.header.session, "round": response.header.round, "epoch": 0}
+    sealed = tuple(dataclasses.replace(e, data=change(e)) for e in response.sealed)
+    data = {e.holder: e.data for e in sealed}
+    return sealed, tuple(dataclasses.replace(c, signature=identity.sign(keyring.envelope_statement(
+        **lab, view=_VIEWS[c.owner], owner=c.owner, holder=c.holder, sealed=data[c.holder], seed_hash=c.seed_hash, key_hash=c.key_hash,
+        key_commitment=c.key_commitment))) for c in response.commitments)
+
+
+_VIEWS: dict[int, bytes] = {}  # the view each dealer signed in (read from its role, as the malicious dealer knows it)
+
+
+def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], object]:
+    """A run of n clients, default policy, where ``liar`` tampers with its own ShareKeys answer
+    (``lie``, given the role and the response). Returns (the sum was delivered with the honest
+    clients' total, the clients excluded, the session)."""
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    held: dict = {}
+
+    def hook(direction, stage, client, data):
+        if (direction, stage, client) == ("up", Stage.SHARE_KEYS, liar):
+            return codec.encode(lie(identities[liar], held["session"].clients[liar], codec.decode(data)))
+        return data
+
+    session = held["session"] = local_session(MASK, range(n), intercept=hook, identities=identities, policy=ClientPolicy())
+    session.start_round()
+    inputs = make_inputs(range(n), shapes=SHAPE)
+    try:
+        result = session.secure_sum("s", inputs)
+    except SecureFedGraphError:
+        return False, set(session.server.excluded), session
+    honest = set(range(n)) - {liar}
+    delivered = result.contributors == frozenset(honest) and _close(result.values["w"], sum(inputs[c]["w"] for c in honest))
+    return delivered, set(session.server.excluded), session
+
+
+def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(monkeypatch):
+    """F4. Client 4 seals random bytes to every neighbour (signing them, as a liar would): before,
+    every honest holder failed to open its envelope, raised and left the run (6 of 6 gone, no
+    aggregate). Now each complains with the envelope's key, the server opens the envelope and
+    sees garbage, excludes 4, re-keys, and the sum is delivered over the six honest clients."""
+
+    def garbage(identity, role, response):
+        _VIEWS[role.client_id] = role._epoch.view
+        sealed, committed = _signed_as(identity, response, lambda e: os.urandom(len(e.data)))
+        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+
+    def attack() -> bool:
+        delivered, excluded, _ = _one_liar_runs(4, garbage)
+        return not delivered or excluded != {4}
+
+    def raising(self, ep, sealed, committed):
+        return keyring.open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **self._labels(ep), view=ep.view) and None
+
+    defence_stops(attack, monkeypatch, MaskClient, "_opened", raising)
+
+
+def test_attack_a_client_advertising_one_public_key_twice_costs_only_itself(monkeypatch):
+    """F5. Client 4 advertises the same public key as its share key and its mask key: before,
+    every honest neighbour refused the relayed keys and left the run. Now the server refuses the
+    advertisement, so 4 is out and the sum is delivered over the six honest clients."""
+    n, liar = 7, 4
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    inputs = make_inputs(range(n), shapes=SHAPE)
+
+    def twice(direction, stage, client, data):
+        if (direction, stage, client) == ("up", Stage.ADVERTISE, liar):
+            response = codec.decode(data)
+            h = response.header
+            keys = keyring.sign_keys(identities[liar], session=h.session, round=h.round, epoch=0, client=liar,
+                                     share_public=response.keys.share_public, mask_public=response.keys.share_public,
+                                     seed_commitment=response.keys.seed_commitment)
+            return codec.encode(dataclasses.replace(response, keys=keys))
+        return data
+
+    def attack() -> bool:
+        session = local_session(MASK, range(n), intercept=twice, identities=identities, policy=ClientPolicy())
+        try:
+            session.start_round()
+            result = session.secure_sum("s", inputs)
+        except SecureFedGraphError:
+            return True  # honest clients left the run
+        honest = set(range(n)) - {liar}
+        return not (result.contributors == frozenset(honest) and _close(result.values["w"], sum(inputs[c]["w"] for c in honest)))
+
+    defence_stops(attack, monkeypatch, MaskServer, "_check_fresh_keys", lambda self, client, keys: None)
+
+
+@pytest.mark.parametrize("key", ["reused", "low-order"])
+def test_the_server_refuses_reused_and_low_order_public_keys_at_advertise(key):
+    """A key an earlier epoch (or another client) advertised, or a low-order point (whose shared
+    secret is all zeros), is refused at ADVERTISE: its sender is out, the others go on."""
+    session = local_session(MASK, range(4))
+    session.start_round()
+    server = session.server
+    fresh = RoundKeys.generate()
+    used, low = next(iter(server._public_keys)), bytes(32)  # bytes(32): the point of order 1
+    keys = dataclasses.replace(server._keys[0], share_public=used if key == "reused" else low, mask_public=fresh.mask_public)
+    with pytest.raises(ProtocolError, match="twice or one already in use" if key == "reused" else "low-order"):
+        server._check_fresh_keys(0, keys)
+
+
+@pytest.mark.parametrize("lie", ["true key", "wrong key"])
+def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(monkeypatch, lie):
+    """Client 1 complains about client 4's valid envelope, with the envelope's true key or with
+    any other: the server opens it with the key 4 committed to and finds the shares 4 committed
+    to, or sees the key is not that one, and excludes 1, not 4; the sum goes on over the others."""
+    n, holder, dealer = 7, 1, 4
+    inputs = make_inputs(range(n), shapes=SHAPE)
+
+    def attack() -> bool:
+        session = local_session(MASK, range(n), policy=ClientPolicy())
+        role = session.clients[holder]
+        original = role._on_input
+
+        def complain(request):
+            response = original(request)
+            if dealer not in role._epoch.sealing:  # a later key epoch, without the dealer
+                return response
+            key = role._epoch.sealing[dealer] if lie == "true key" else os.urandom(32)
+            return dataclasses.replace(response, complaints=(Complaint(dealer, key),))
+
+        role._on_input = complain
+        session.start_round()
+        result = session.secure_sum("s", inputs)
+        assert result.contributors == frozenset(range(n)) - {holder if holder in session.server.excluded else dealer}
+        return dealer in session.server.excluded  # an honest dealer framed
+
+    if lie == "true key":
+        defence_stops(attack, monkeypatch, MaskServer, "_holds_committed_shares", lambda self, *args: False)
+    else:
+        defence_stops(attack, monkeypatch, MaskServer, "_key_committed", lambda self, *args: True)
+
+
+def test_attack_a_dealer_committing_to_another_envelope_key_to_frame_a_complaining_holder(monkeypatch):
+    """Client 4 seals garbage to client 1 and commits (signed) to a key other than the one they
+    share: were 1 to complain, the key it reveals would fail 4's commitment and the server would
+    exclude 1. A holder complains only when the dealer committed to the key it derives; else it
+    sets the envelope aside and stays in the run."""
+    holder, dealer = 1, 4
+
+    def lie(identity, role, response):
+        _VIEWS[role.client_id] = role._epoch.view
+        committed = tuple(dataclasses.replace(c, key_commitment=os.urandom(32)) if c.holder == holder else c for c in response.commitments)
+        sealed, committed = _signed_as(identity, dataclasses.replace(response, commitments=committed),
+                                       lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data)
+        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+
+    def attack() -> bool:
+        _, excluded, _ = _one_liar_runs(dealer, lie)
+        return holder in excluded
+
+    def signature_only(self, ep, sealed, committed):  # the key check gone: only the signature counts
+        statement = keyring.envelope_statement(**self._labels(ep), view=ep.view, owner=sealed.owner, holder=self.client_id, sealed=sealed.data,
+                                               seed_hash=committed.seed_hash, key_hash=committed.key_hash, key_commitment=committed.key_commitment)
+        return _verifies(self.directory[sealed.owner], committed.signature, statement)
+
+    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", signature_only)
+
+
+def _verifies(public: bytes, signature: bytes, statement: bytes) -> bool:
+    from secure_fedgraph.crypto.keys import verify_signature
+
+    try:
+        verify_signature(public, signature, statement)
+    except Exception:
+        return False
+    return True
+
+
+def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_its_key(monkeypatch):
+    """The server alters client 4's envelope to client 1 in transit: were 1 to complain, the key
+    it reveals would open 4's real envelope, and the server would hold 1's shares of 4's secrets.
+    The altered envelope does not match 4's signature, so 1 sets it aside without complaining."""
+    n, holder, dealer = 7, 1, 4
+    inputs = make_inputs(range(n), shapes=SHAPE)
+
+    def attack() -> bool:
+        kept, complaints = {}, []
+
+        def hook(direction, stage, client, data):
+            if (direction, stage, client) == ("down", Stage.INPUT, holder):
+                request = codec.decode(data)
+                shares = []
+                for e in request.shares:
+                    if e.owner == dealer and "envelope" not in kept:
+                        kept.update(envelope=e, labels=session.server._labels(), view=session.server._view)
+                        e = dataclasses.replace(e, data=e.data[:-1] + bytes([e.data[-1] ^ 1]))
+                    shares.append(e)
+                return codec.encode(dataclasses.replace(request, shares=tuple(shares)))
+            if (direction, stage, client) == ("up", Stage.INPUT, holder):
+                complaints.extend(codec.decode(data).complaints)
+            return data
+
+        session = local_session(MASK, range(n), intercept=hook, policy=ClientPolicy())
+        session.start_round()
+        try:
+            session.secure_sum("s", inputs)
+        except SecureFedGraphError:
+            pass
+        keys = [c.key for c in complaints if c.dealer == dealer]
+        if not keys:
+            return False
+        opened = keyring.open_from(keys[0], kept["envelope"], aad_purpose=Purpose.SHARE_AAD, **kept["labels"], view=kept["view"])
+        return len(opened) == 2 * shamir.SHARE_BYTES  # the server holds client 1's shares of client 4's seed and mask key
+
+    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", lambda self, ep, sealed, committed: committed is not None)
 
 
 # --- E. ckks: the decryption oracle, and releases (C-CHECK, C-RELEASE, C-LIAR) ------------------
@@ -640,46 +951,68 @@ def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch
 # --- the older mask claims, attacked the same way (M-SIGN, M-BOTH, M-ONCE, M-INPUT) ---------------
 
 
-def test_attack_swapping_the_relayed_public_keys_of_a_clients_peers(monkeypatch):
-    """The server relays its own mask keys to client 0 in place of its peers': it then knows
-    every pairwise mask of client 0, and client 0's revealed self-mask key does the rest. Peers'
-    keys carry their identity signatures, which client 0 checks."""
+def _swapped_peer_keys_give_a_clients_input_away(patch: pytest.MonkeyPatch) -> bool:
+    """The server relays its own mask keys to client 0 in place of its peers': it would then know
+    every pairwise mask of client 0, and client 0's revealed self-mask key would do the rest. It
+    passes consistency signatures on without checking them (a deviating server)."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+    patch.setattr(mask_server, "verify_signature", lambda *args: None)
     n = 5
     fake = {v: X25519PrivateKey.generate() for v in range(1, n)}
+    seen: dict = {}
 
-    def swap(request):
-        peers = tuple(dataclasses.replace(p, mask_public=fake[p.client].public_key().public_bytes_raw()) for p in request.peers)
-        return dataclasses.replace(request, peers=peers)
+    def hook(direction, stage, client, data):
+        if (direction, stage, client) == ("down", Stage.SHARE_KEYS, 0):
+            request = codec.decode(data)
+            peers = tuple(dataclasses.replace(p, mask_public=fake[p.client].public_key().public_bytes_raw()) for p in request.peers)
+            return codec.encode(dataclasses.replace(request, peers=peers))
+        if direction == "up" and client == 0 and stage in (Stage.INPUT, Stage.UNMASK):
+            seen[stage] = codec.decode(data)
+        return data
+
+    session = local_session(MASK, range(n), intercept=hook, policy=ClientPolicy())
+    session.start_round()
+    inputs = make_inputs(range(n), shapes=SHAPE)
+    try:
+        session.secure_sum("s", inputs)  # the others' masks do not cancel: the sum is lost, but client 0 revealed its key
+    except Exception:
+        pass
+    if Stage.UNMASK not in seen:
+        return False
+    server = session.server
+    pair_keys = {v: keyring.pair_key(fake[v], server._keys[0].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=0, b=v)
+                 for v in range(1, n)}
+    guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
+                   pair_keys=pair_keys, client=0, stream=0)
+    return _close(guess, inputs[0]["w"])
+
+
+def test_attack_swapping_the_relayed_public_keys_of_a_clients_peers(monkeypatch):
+    """Peers' keys carry their identity signatures, which client 0 checks (M-SIGN). The attack
+    runs with the view digest blind to keys, so the signatures alone must stop it."""
 
     def attack() -> bool:
-        seen: dict = {}
-
-        def hook(direction, stage, client, data):
-            if (direction, stage, client) == ("down", Stage.SHARE_KEYS, 0):
-                return codec.encode(swap(codec.decode(data)))
-            if direction == "up" and client == 0 and stage in (Stage.INPUT, Stage.UNMASK):
-                seen[stage] = codec.decode(data)
-            return data
-
-        session = local_session(MASK, range(n), intercept=hook)
-        session.start_round()
-        inputs = make_inputs(range(n), shapes=SHAPE)
-        try:
-            session.secure_sum("s", inputs)  # the others' masks do not cancel: the sum is lost, but client 0 revealed its key
-        except Exception:
-            pass
-        if Stage.UNMASK not in seen:
-            return False
-        server = session.server
-        pair_keys = {v: keyring.pair_key(fake[v], server._keys[0].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=0, b=v)
-                     for v in range(1, n)}
-        guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
-                       pair_keys=pair_keys, client=0, stream=0)
-        return _close(guess, inputs[0]["w"])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mask_client, "keys_hash", lambda keys: b"")  # the clients' views blind to keys
+            return _swapped_peer_keys_give_a_clients_input_away(patch)
 
     defence_stops(attack, monkeypatch, mask_client, "verify_keys", lambda keys, **kw: None)
+
+
+def test_attack_swapped_keys_that_verify_are_caught_by_the_view(monkeypatch):
+    """Were a swapped key to verify (a signature the server got in another epoch, or a peer that
+    signs two key sets), the view digest still covers every member's keys: the peers that saw
+    the real keys sign another view, so client 0 never gathers the consistency signatures it
+    needs to reveal its self-mask key (M-CONSISTENCY). The attack runs with signatures unchecked,
+    so the view alone must stop it."""
+
+    def attack() -> bool:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mask_client, "verify_keys", lambda keys, **kw: None)
+            return _swapped_peer_keys_give_a_clients_input_away(patch)
+
+    defence_stops(attack, monkeypatch, mask_client, "keys_hash", lambda keys: b"")
 
 
 def test_attack_asking_for_the_mask_key_of_a_client_that_contributed(monkeypatch):
@@ -817,8 +1150,8 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
 
     def attack() -> bool:
         shared = _Shared(keys.ca.read_bytes())
-        host, _ = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
-        return host.role.directory[1] == attacker_key
+        _, build, _ = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
+        return build(bytes(16)).role.directory[1] == attacker_key
 
     defence_stops(attack, monkeypatch, pki, "verify_issuer", lambda cert, ca: None)
 

@@ -30,7 +30,8 @@ SAMPLES = {
     m.Sealed: m.Sealed(1, 2, b"sealed"),
     m.Share: m.Share(3, b"v" * 66),
     m.Signature: m.Signature(5, b"z" * 64),
-    m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32),
+    m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32, b"e" * 32, b"g" * 64),
+    m.Complaint: m.Complaint(3, b"q" * 32),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
 

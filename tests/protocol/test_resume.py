@@ -14,7 +14,9 @@ from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
 from secure_fedgraph.protocol.engine import ClientContext
+from secure_fedgraph.protocol import session as session_module
 from secure_fedgraph.protocol.crash_point import CrashPoint
+from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage, SumSpec, make_client, make_server
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, new_session_id
@@ -196,6 +198,31 @@ def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_c
         return _close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_bind", lambda self, name, digest, contributors: None)
+
+
+def test_attack_a_restarted_server_reusing_its_session_id(monkeypatch):
+    """The same attack by a server that "restarts" under the session id of the first session, so
+    that each client's record of what it signed there would count as this session's (where a
+    re-key may redo a sum among fewer clients). Every client adds a fresh nonce when a session
+    opens (protocol/session.py): the resumed session's id is new to it whatever the server
+    proposes, and the contribution it signed into {0, 1, 2, 3} goes into no other set."""
+    n, victim, proposal = 4, 3, new_session_id()
+    inputs = make_inputs(range(n), shapes={"w": (16,)})
+
+    def attack() -> bool:
+        identities = {c: IdentityKey.generate() for c in range(n)}
+        signed = {c: SignedContributions() for c in range(n)}  # what each client process keeps across sessions
+
+        def session(clients: list[int]):
+            run = local_session(MASK, range(n), session=proposal, identities=identities, signed=signed, policy=ClientPolicy())
+            run.runner.run(run.server.setup(0, participants=clients))
+            return run.secure_sum("s", {c: inputs[c] for c in clients})
+
+        everyone = session(list(range(n)))
+        without = session([c for c in range(n) if c != victim])
+        return _close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
+
+    defence_stops(attack, monkeypatch, session_module, "agreed_session", lambda *, proposal, **kw: proposal)
 
 
 def test_attack_a_restart_that_shrinks_the_run_to_lower_the_floor(monkeypatch):
