@@ -7,12 +7,15 @@ Per round (one key epoch; a re-key starts another, among fewer participants):
                   the sparse graph also commit to a fresh graph nonce.
   1b. GRAPH       (sparse graph) receive every member's commitment, then reveal the nonce.
   2. SHARE_KEYS   check the nonces against the commitments; the view digest (participants,
-                  members, commitments, nonces) seeds the graph, so no one chose it; verify
-                  every neighbour's signed keys; derive pair keys; Shamir-share b and the mask
-                  private key among the neighbours (threshold t); seal each pair of shares to
-                  its holder (AES-GCM, bound to the view) and commit to each share.
+                  members, their signed keys, commitments, nonces) seeds the graph, so no one
+                  chose it; verify every neighbour's signed keys; derive pair keys; Shamir-share
+                  b and the mask private key among the neighbours (threshold t); seal each pair
+                  of shares to its holder (AES-GCM, bound to the view), commit to each share and
+                  to the envelope's key, and sign the envelope with those commitments.
 Per sum s (any number per epoch, each with its own PRG streams):
-  3. INPUT        (first sum: open the shares, check them against the dealers' commitments)
+  3. INPUT        (first sum: open the shares, check them against the dealers' commitments;
+                  complain, with the envelope's key, about a signed envelope that does not hold
+                  them: the server excludes the dealer or the complainer, whichever lied)
                   with distributed DP (SumSpec.noise): x clipped, Skellam noise added (noise.py)
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(K_uv, s)
                   [+ if u < v, - if u > v], with a commitment to K_self,s.
