@@ -395,7 +395,7 @@ class _LogicalClient:
             self.sessions += 1
             if resumed:
                 self.shared.once(("resumed", self.sessions), self.say, f"clients {format_ids(self.options.ids)}: the server "
-                                                                      f"resumed the run at round {self.build.keywords['resume_round']}")
+                                                                      f"resumed the run at round {self.shared.announced_by(request).resume['round']}")
             response = self.opening.joined(request)
         elif self.opening is not None and isinstance(request, SessionRequest):
             self.host = self.build(self.opening.agree(request))  # the session id holds this client's fresh nonce

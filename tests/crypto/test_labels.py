@@ -92,6 +92,11 @@ def test_purpose_strings_are_pinned() -> None:
         "SHARE_COMMITMENT": "share-commitment",
         "SELF_MASK_COMMITMENT": "self-mask-commitment",
         "CKKS_CHECK": "ckks-check",
+        "SESSION": "session",
+        "WELCOME": "welcome",
+        "KEYS": "keys",
+        "ENVELOPE": "envelope",
+        "ENVELOPE_KEY": "envelope-key",
     }
 
 

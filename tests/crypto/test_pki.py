@@ -58,8 +58,8 @@ def test_a_client_refuses_a_welcome_with_a_swapped_certificate(two_runs):
     welcome = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), config, (0, 1, 2), tuple(certs))
     options = ClientOptions(server="x", ids=[0], keys=keys.root)
     shared = lambda: _Shared(keys.ca.read_bytes())  # noqa: E731
-    host, _ = _welcome(0, welcome, options, keys, shared(), None)
-    assert host.client_id == 0
+    _, build, _ = _welcome(0, welcome, options, keys, shared(), None)
+    assert build(bytes(16)).client_id == 0
     swapped = dataclasses.replace(welcome, certificates=(certs[0], other.client_cert(1).read_bytes(), certs[2]))
     with pytest.raises(ConfigError, match="not signed by the run's CA"):
         _welcome(0, swapped, options, keys, shared(), None)

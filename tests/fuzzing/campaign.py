@@ -43,7 +43,7 @@ from secure_fedgraph import __version__
 from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Ack, Header, Hello, Welcome
+from secure_fedgraph.protocol.messages import Hello, SessionRequest, Welcome
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.runs.launch import LocalRun, start_server
@@ -168,11 +168,13 @@ class FuzzIdentity:
                     return
                 request = codec.decode(data)
                 if isinstance(request, Welcome):
-                    host, _ = _welcome(self.client, request, ClientOptions(server="", ids=[self.client], keys=self.keys.root),
-                                    self.keys, _Shared(self.keys.ca.read_bytes()), None)
-                    honest = codec.encode(Ack(Header(request.header.session, request.header.round, request.header.step,
-                                                     request.header.stage, self.client)))
+                    opening, build, _ = _welcome(self.client, request, ClientOptions(server="", ids=[self.client], keys=self.keys.root),
+                                                 self.keys, _Shared(self.keys.ca.read_bytes()), None)
+                    honest = codec.encode(opening.joined(request))
                     self.second_stream()
+                elif isinstance(request, SessionRequest):
+                    host = build(opening.agree(request))
+                    honest = codec.encode(opening.ack(request))
                 else:
                     honest = codec.encode(host.handle(request))
                 if baseline or index != attack.at:

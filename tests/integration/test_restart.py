@@ -82,9 +82,11 @@ def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
     options, shared = ClientOptions(server="x", ids=[0], keys=keys.root), _Shared(keys.ca.read_bytes())
     with pytest.raises(ConfigError, match="resumes a run at round 0 that this client process holds nothing of"):
         _welcome(0, resumed, options, keys, shared, None)
-    host, memory = _welcome(0, fresh, options, keys, shared, None)
+    _, build, memory = _welcome(0, fresh, options, keys, shared, None)
+    host = build(bytes(16))
     assert memory.rounds == [0] and host.context.resumed is None  # the plan, started, kept its state as round 0 began
     with pytest.raises(ProtocolError, match="the server started a new run, but this client is in a run the server left"):
         _welcome(0, fresh, options, keys, shared, None, memory)
-    again, same = _welcome(0, resumed, options, keys, shared, None, memory)
+    _, build, same = _welcome(0, resumed, options, keys, shared, None, memory)
+    again = build(bytes(16))
     assert same is memory and again.context.resumed.round == 0 and again.role.n_run == 3

@@ -96,7 +96,9 @@ def test_the_server_receives_latents_only():
     for client, _, tensors in uploads:
         for value in tensors.values():
             assert value.shape == (1, 16)  # d values: a user's x_i (1,433) or W_i (1,433 x 16) cannot fit
-    scatters = [s for s, _, _ in result.received if s not in (Stage.UPLOAD, Stage.SCATTER, Stage.END)]
+    opening = [codec.decode(d) for s, _, d in result.received if s in (Stage.WELCOME, Stage.SESSION)]
+    assert all(type(m).__name__ == "Ack" or (type(m).__name__ == "Joined" and len(m.nonce) == 32) for m in opening)  # fresh randomness only
+    scatters = [s for s, _, _ in result.received if s not in (Stage.UPLOAD, Stage.SCATTER, Stage.END, Stage.WELCOME, Stage.SESSION)]
     assert scatters == []  # per-user W_i: no other collective carries anything of a user
     assert all(np.count_nonzero(x) > 1 for x in features[:5])
 
