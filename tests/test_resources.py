@@ -15,6 +15,7 @@ from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.runs.launch import command
 from secure_fedgraph.resources import RESERVED_FILES, ensure_client_files, ensure_open_files, usage
+from tests.helpers import under_open_file_limit
 
 
 @pytest.fixture
@@ -54,13 +55,6 @@ def test_usage_counts_this_process_open_files(tmp_path):
     assert before.threads >= 1 and before.peak_rss_bytes >= before.rss_bytes > 0
 
 
-def _low_soft_limit(soft: int):
-    """For a child process: a soft limit of ``soft`` open files, the hard limit unchanged."""
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    return apply
-
-
 def test_processes_started_with_a_low_soft_limit_host_more_clients_than_it(tmp_path):
     """48 clients in one process against a server (each under its own certificate: no host
     certificate), each process started with a soft limit of 40 open files: without the raise neither could hold a connection per client (gRPC's accept
@@ -72,10 +66,10 @@ def test_processes_started_with_a_low_soft_limit_host_more_clients_than_it(tmp_p
     n = 48
     keys = init_keys(tmp_path / "keys", clients=n).root
     port_file = tmp_path / "server.port"
-    server = subprocess.Popen(command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-vector", "--clients", str(n),
+    server = subprocess.Popen(under_open_file_limit(command("server", "--bind", "127.0.0.1:0", "--port-file", str(port_file), "--plan", "fedavg-vector", "--clients", str(n),
                                       "--set", "rounds=1", "--set", "length=8", "--backend", "plain", "--certs", str(keys), "--out", str(tmp_path / "run"),
-                                      "--join-timeout", "60"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_low_soft_limit(40))
+                                      "--join-timeout", "60"), 40),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     client = None
     try:
         for _ in range(600):
@@ -83,9 +77,9 @@ def test_processes_started_with_a_low_soft_limit_host_more_clients_than_it(tmp_p
                 break
             assert server.poll() is None, server.communicate()[0]
             time.sleep(0.1)
-        client = subprocess.Popen(command("client", "--server", f"127.0.0.1:{port_file.read_text().strip()}", "--ids", f"0-{n - 1}", "--certs", str(keys),
-                                          "--backend", "plain"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_low_soft_limit(40))
+        client = subprocess.Popen(under_open_file_limit(command("client", "--server", f"127.0.0.1:{port_file.read_text().strip()}", "--ids", f"0-{n - 1}", "--certs", str(keys),
+                                          "--backend", "plain"), 40),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         said, _ = client.communicate(timeout=180)
         output, _ = server.communicate(timeout=60)
     finally:

@@ -13,6 +13,7 @@ import pytest
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.runs.launch import command, start_server
 from tests.helpers import TORCH_PROBE as _PROBE
+from tests.helpers import under_open_file_limit
 
 
 def _busy_port() -> socket.socket:
@@ -84,11 +85,9 @@ def test_a_usage_error_is_one_line_and_exit_2_before_torch_is_imported(argv, mes
 def test_too_low_a_hard_limit_on_open_files_is_one_line_before_torch_is_imported(argv, message, tmp_path):
     """One connection per client: 1,000 of them cannot fit under a hard limit of 256, which
     only an administrator can raise; the process says so at once instead of failing inside gRPC."""
-    import resource
-
     args = [a.format(tmp=tmp_path) for a in argv]
-    done = subprocess.run([sys.executable, "-P", "-c", _PROBE, *args], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    done = subprocess.run(under_open_file_limit([sys.executable, "-P", "-c", _PROBE, *args], 256, 256), capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "at most 256 (the hard limit, `ulimit -Hn`)" in done.stderr
     assert done.stdout.strip() == "torch not imported"
