@@ -34,6 +34,7 @@ class Purpose(enum.Enum):
     SHARE_COMMITMENT = "share-commitment"  # hash: the dealer's commitment to one Shamir share
     SELF_MASK_COMMITMENT = "self-mask-commitment"  # hash: a client's commitment to one sum's self-mask key
     CKKS_CHECK = "ckks-check"  # HKDF: key of one contributor's check lanes in one ckks sum
+    CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
 
 
 def int_field(value: int) -> bytes:

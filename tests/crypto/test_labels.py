@@ -92,6 +92,7 @@ def test_purpose_strings_are_pinned() -> None:
         "SHARE_COMMITMENT": "share-commitment",
         "SELF_MASK_COMMITMENT": "self-mask-commitment",
         "CKKS_CHECK": "ckks-check",
+        "CKKS_CONTRIBUTORS": "ckks-contributors",
     }
 
 
