@@ -187,6 +187,7 @@ class SplicingCkksServer:
         yield from super().setup(round_index, participants)
         if round_index > 0:
             self.seq.round, self._sum_index = 0, index  # later rounds reuse the first round's labels
+            self.relabelled_after = getattr(self, "relabelled_after", self.seq.current)  # the last step labelled honestly
 
     def aggregate(self, spec):
         from secure_fedgraph.crypto.ckks import PublicContext
