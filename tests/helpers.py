@@ -217,8 +217,8 @@ class SplicingCkksServer:
             total = PublicContext.add(total, self.kept[c])
         blobs = tuple(v.serialize() for v in total)
         signed = tuple(Signature(c, sig) for c, sig in sorted(signatures.items()))
-        yield self._step(Stage.DELIVER, lambda h: self._per_client(h, contributors, DeliverRequest, lambda c: (index, contributors, None, blobs, None, signed)),
-                         lambda c, r: None)
+        yield self._step(Stage.DELIVER, lambda h: self._per_client(h, contributors, DeliverRequest,
+                                                                   lambda c: (index, contributors, None, blobs, None, signed)), lambda c, r: None)
         self.live = set(contributors)
         clip_range, scale_bits = self.config.ckks.encoding(spec, len(self.clients))
         bound = self.config.ckks.params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)

@@ -55,9 +55,11 @@ showed another live set. Each honest client signs one statement per (r, i), and 
 majority of the run on (r, i, n, C), so every client that decrypts at (r, i) decrypts the sum
 over the same C (C-CONSISTENCY): each contribution is in at most one decrypted sum, and no two
 decrypted sums differ by one client. A new session has a new session id and freshly dealt keys.
-Given the lanes, the name in the statement and C within L add no protection of their own on
-this path (signers are members of C, whose parts were all made for n with L); they make a
-signature say which sum it vouches for, and a stray contributor a one-line refusal.
+The advance and the name in the lanes are what stop a splice. Given them, the live set in the
+lanes, the name in the statement and C within L add no protection of their own on this path
+(signers are members of C, whose parts were all made for n; a ckks client uses the live set
+for nothing else): they tie each ciphertext and signature to the one request it answered, so a
+signature says which sum it vouches for and a stray contributor is refused in one line.
 """
 
 from __future__ import annotations

@@ -140,7 +140,8 @@ class Mismatch:
         return self.stage if self.stage != Stage.UPLOAD.value else f"upload {self.message.split(' ', 1)[-1] if ' ' in self.message else ''}".strip()
 
     def describe(self) -> str:
-        return f"client {self.client}, session {self.session}, step {self.step} ({self.stage}{': ' + self.message if self.message else ''}): {self.what}"
+        kind = f": {self.message}" if self.message else ""
+        return f"client {self.client}, session {self.session}, step {self.step} ({self.stage}{kind}): {self.what}"
 
 
 @dataclass

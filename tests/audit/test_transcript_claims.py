@@ -265,7 +265,7 @@ def test_every_way_a_servers_transcript_can_differ_from_a_clients_fails_r_transc
     wire = report.finding("R-TRANSCRIPT")
     step = done[0] + (10**6 if doctoring == "answer-invented" else 0)
     assert wire.verdict is Verdict.FAIL and wire.details["mismatched"] == 1, wire.evidence
-    stage = "deliver" if doctoring == "request-hidden" else "upload: UploadResponse release:validation" if doctoring != "answer-invented" else "upload"
+    stage = {"request-hidden": "deliver", "answer-invented": "upload"}.get(doctoring, "upload: UploadResponse release:validation")
     assert f"client 1, session 0, step {step} ({stage}" in wire.evidence, wire.evidence
     assert "R-AUDIT" in report.failed
 
