@@ -3,8 +3,10 @@
 A transcript is a binary file of records: an 8-byte timestamp (float64, seconds), a 1-byte
 direction (``r``eceived, ``s``ent, or ``a``udit: a client's own plaintext contribution, written
 only when the client is run with auditing on), an 8-byte peer id, a 4-byte length, then the
-Envelope bytes. The server's transcript is what the server saw: the audit checks claims
-against it (threat_model.md).
+Envelope bytes, exactly as they crossed the wire. The server's transcript is what the server
+says it saw: the audit checks claims against it (threat_model.md), and, where the clients'
+transcripts are given, compares every message a client received or sent with the server's
+record of it at the same (session, step) (R-TRANSCRIPT).
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ class Record:
 
 
 class TranscriptWriter:
-    """Appends records; safe to share between threads. A writer killed mid-record (a server that
-    ``--resume`` continues appends to the transcript its killed predecessor wrote) leaves a torn
-    last record: the next writer cuts it off before it appends."""
+    """Appends records; safe to share between threads. Each record reaches the file before the
+    next is written (flushed), so a party killed mid-run loses at most the record it was writing:
+    the audit compares the clients' transcripts with the server's message by message, and a
+    record lost in a buffer would read as one the server withheld. A writer killed mid-record (a
+    server that ``--resume`` continues appends to the transcript its killed predecessor wrote)
+    leaves a torn last record: the next writer cuts it off before it appends."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -52,6 +57,7 @@ class TranscriptWriter:
         with self._lock:
             self._file.write(_HEAD.pack(at, direction, peer, len(data)))
             self._file.write(data)
+            self._file.flush()
 
     def close(self) -> None:
         with self._lock:

@@ -11,11 +11,12 @@ Key set-up, once per run (fresh keys every run, never in the package or a config
 Per sum:
   4. INPUT        clip, append the count and clipped-fraction lanes, encrypt in chunks; each
                   chunk ends in check lanes: pseudorandom values in [-clip, clip) from a check
-                  key dealt with the CKKS secret (the server never has it), per (round, sum,
-                  contributor, chunk).
-  5. CONSISTENCY  every contributor signs the contributor set C of the sum (once per sum); in
-                  a resumed run, not a set other than one an earlier session signed for the
-                  same contribution (signed.py, R-RESUME).
+                  key dealt with the CKKS secret (the server never has it), per (session, round,
+                  sum index, sum name, live set, contributor, chunk). A client contributes once
+                  per (round, sum index): each input request must come after its last one.
+  5. CONSISTENCY  every contributor signs (round, sum index, sum name, contributor set C) of
+                  the sum (once per sum); in a resumed run, not a set other than one an earlier
+                  session signed for the same contribution (signed.py, R-RESUME).
   6. DELIVER      the server adds ciphertexts as they arrive and returns the encrypted sum
                   with the signatures; a client needs a majority of the run's clients to have
                   signed its C, so no two clients decrypt sums over different sets (whose
@@ -31,12 +32,42 @@ Per sum:
 Clients hand a decrypted sum to the server only when their plan marked it releasable, rounded
 to its stated precision (engine.ClientHost; C-RELEASE). The server learns ciphertexts only; any
 client holding the key, colluding with the server, learns every client's input (C-COLLUDE).
+
+Labels that cannot be spliced (threat_model.md C-CHECK, C-CONSISTENCY; issue 29, attack E2).
+Before, check lanes and statements were labelled by (session, round, sum index) only and
+clients did not require either to advance: a server that labelled round B's sum "round 0, sum
+0" again delivered round A's ciphertexts of every client but one as round B's aggregate; the
+check lanes held (the same label), the clients released it, and round A's released total minus
+it was that client's input. What is bound now, and when it is known:
+  - at INPUT: (round, sum index) must come after the client's previous input of the session
+    (``_advance``), and the lanes are keyed by the sum's name and the request's live set L too;
+  - at CONSISTENCY: the statement names the sum and its contributor set C;
+  - at DELIVER: C is the set the client signed, lies within L, and a majority of the run signed it.
+Why that suffices. A client X holding a contribution made for sum n at (session, round r, index
+i) with live set L accepts an aggregate over C only if its check lanes are the tags of exactly
+C's members under the label (r, i, n, L) (C-CHECK): tags only key holders can compute, so every
+member's part is a ciphertext it made under that label, and an honest client makes at most one
+per (r, i) (the advance): the aggregate is the sum of the one contribution each member of C
+made for sum n at (r, i), never an earlier round's (E2), never one made for another sum at the
+same (r, i) (the name: clients at different points of their plans can be asked for different
+sums under one (r, i), which the advance, per client, allows), never one made while the server
+showed another live set. Each honest client signs one statement per (r, i), and X needs a
+majority of the run on (r, i, n, C), so every client that decrypts at (r, i) decrypts the sum
+over the same C (C-CONSISTENCY): each contribution is in at most one decrypted sum, and no two
+decrypted sums differ by one client. A new session has a new session id and freshly dealt keys.
+The advance and the name in the lanes are what stop a splice. Given them, the live set in the
+lanes, the name in the statement and C within L add no protection of their own on this path
+(signers are members of C, whose parts were all made for n; a ckks client uses the live set
+for nothing else): they tie each ciphertext and signature to the one request it answered, so a
+signature says which sum it vouches for and a stray contributor is refused in one line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -45,12 +76,12 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from secure_fedgraph.crypto.ckks import CHECK_LANES, PublicContext, SecretContext
 from secure_fedgraph.crypto.envelope import open_sealed, seal
 from secure_fedgraph.crypto.keys import derive_key, verify_signature
-from secure_fedgraph.crypto.labels import Purpose, label
+from secure_fedgraph.crypto.labels import Purpose, encode_fields, label
 from secure_fedgraph.crypto.prg import mask_vector
 from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.adversary import majority
-from secure_fedgraph.protocol.secure_sum.keyring import consistency_statement, open_from, pair_key, seal_for, sign_keys, verify_keys
+from secure_fedgraph.protocol.secure_sum.keyring import open_from, pair_key, seal_for, sign_keys, verify_keys
 from secure_fedgraph.protocol.secure_sum.plain import abandoned_streaming
 from secure_fedgraph.protocol.secure_sum.messages import (
     Ack,
@@ -80,10 +111,11 @@ CHECK_KEY_BYTES = 32
 VERIFY_BUDGET_BYTES = 1 << 30  # the most ciphertext bytes per sum the server keeps to find a bad sender
 
 
-def contributor_statement(session: bytes, round_index: int, epoch: int, sum_index: int, contributors: tuple[int, ...]) -> bytes:
-    """What each contributor of a ckks sum signs: the sum and its contributor set."""
-    return consistency_statement(session=session, round=round_index, epoch=epoch, view=b"ckks", sum_index=sum_index,
-                                 live=contributors, survivors=contributors)
+def contributor_statement(session: bytes, round_index: int, epoch: int, sum_index: int, name: str, contributors: tuple[int, ...]) -> bytes:
+    """What each contributor of a ckks sum signs (threat_model.md C-CONSISTENCY): the sum, by its
+    (round, index) and its name, and its contributor set; a SHA-256 digest, so signing costs the
+    same for any number of clients."""
+    return hashlib.sha256(label(Purpose.CKKS_CONTRIBUTORS, session, round_index, epoch, sum_index, name, sorted(contributors))).digest()
 
 
 def signers_needed(n_run: int, floor: int) -> int:
@@ -105,16 +137,19 @@ class CheckLanes:
 
     Contributor i puts tag = m_i + <r, lanes> in each chunk's check lanes: m_i is its own
     pseudorandom value (in [-clip, clip)), r a pseudorandom vector shared by all clients
-    (entries in [-1, 1) / chunk length), both fresh per (round, sum, chunk). The tags of an
-    honest aggregate add up to sum(m_i over the claimed contributors) + <r, summed lanes>. A
-    server without the key cannot make any other ciphertext pass: copies or multiples of one
-    contribution, pieces of other sums, spliced lanes, or a plaintext offset change one side and
-    not the other, except with probability about the error bound over the tag's spread.
+    (entries in [-1, 1) / chunk length), both fresh per (session, round, sum index, sum name,
+    live set, chunk). The tags of an honest aggregate add up to sum(m_i over the claimed
+    contributors) + <r, summed lanes>. A server without the key cannot make any other ciphertext
+    pass: copies or multiples of one contribution, pieces of other sums (of this round or an
+    earlier one, under this name or another), spliced lanes, or a plaintext offset change one
+    side and not the other, except with probability about the error bound over the tag's spread.
+    The live set enters as a digest, so a key derivation costs the same for any number of clients.
     """
 
-    def __init__(self, check_key: bytes, *, session: bytes, round: int, sum_index: int, clip_range: float) -> None:
+    def __init__(self, check_key: bytes, *, session: bytes, round: int, sum_index: int, name: str, live: tuple[int, ...],
+                 clip_range: float) -> None:
         self._key, self._clip = check_key, max(clip_range, 1.0)
-        self._label = (session, round, sum_index)
+        self._label = (session, round, sum_index, name, hashlib.sha256(encode_fields(sorted(live))).digest())
 
     def _stream(self, *fields, count: int) -> np.ndarray:
         return _uniform(derive_key(self._key, label(Purpose.CKKS_CHECK, *self._label, *fields)), count)
@@ -238,7 +273,7 @@ class CkksServer(ServerRole):
         contributors = tuple(sorted(outcome.accepted))
         self.live = set(contributors)
         self._require(len(contributors), needed, "sent encrypted inputs")
-        statement = self._statement(index, contributors)
+        statement = self._statement(index, spec.name, contributors)
         signatures: dict[int, bytes] = {}
 
         def accept_signature(client: int, response: ConsistencyResponse) -> None:
@@ -280,8 +315,8 @@ class CkksServer(ServerRole):
         bound = params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
         return SumResult(spec, None, frozenset(contributors), None, bound)
 
-    def _statement(self, index: int, contributors: tuple[int, ...]) -> bytes:
-        return contributor_statement(self.session, self.round, self._epoch, index, contributors)
+    def _statement(self, index: int, name: str, contributors: tuple[int, ...]) -> bytes:
+        return contributor_statement(self.session, self.round, self._epoch, index, name, contributors)
 
     def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[set[int]]:
         """6. Each kept contribution goes to the next live contributor, who checks it alone."""
@@ -304,6 +339,18 @@ class CkksServer(ServerRole):
         return bad
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """The sum a client contributed to and waits for: what its check lanes were keyed by."""
+
+    sum_index: int
+    round: int
+    spec: SumSpec
+    live: tuple[int, ...]  # the live set its input request showed
+    clip_range: float
+    scale_bits: int
+
+
 class CkksClient(ClientRole):
     backend = Backend.CKKS
     round_entry = frozenset({Stage.ADVERTISE, Stage.INPUT})
@@ -315,7 +362,8 @@ class CkksClient(ClientRole):
         self._check_key: bytes | None = None  # dealt with the secret context; the server never has it
         self._share_key: X25519PrivateKey | None = None
         self._epoch, self._participants = -1, ()
-        self._pending: tuple | None = None  # (sum index, round, spec, clip range, scale bits)
+        self._pending: _Pending | None = None
+        self._last_input = (-1, -1)  # (round, sum index) of this client's latest input in this session
         self._signed: tuple[int, tuple[int, ...]] | None = None  # (sum index, contributor set) this client signed
         self._digest: bytes | None = None  # of the pending contribution, in runs that can resume (R-RESUME)
 
@@ -379,32 +427,55 @@ class CkksClient(ClientRole):
         self._context = SecretContext.from_bytes(secret[CHECK_KEY_BYTES:], self.config.ckks.params)
         return Ack(self._header(request))
 
-    def _checks(self, sum_index: int, round_index: int, clip_range: float) -> CheckLanes:
-        return CheckLanes(self._check_key, session=self.session, round=round_index, sum_index=sum_index, clip_range=clip_range)
+    def _checks(self, pending: _Pending) -> CheckLanes:
+        return CheckLanes(self._check_key, session=self.session, round=pending.round, sum_index=pending.sum_index, name=pending.spec.name,
+                          live=pending.live, clip_range=pending.clip_range)
 
-    def _matches(self, chunks, owners, sum_index: int, round_index: int, spec: SumSpec, clip_range: float, bound: float) -> bool:
-        """Whether a decrypted aggregate is exactly one ciphertext of each of ``owners``
-        (threat_model.md C-CHECK): its check lanes are their tags, and it has their chunks."""
-        if len(chunks) != self.config.ckks.params.chunks(spec.size):
+    def _matches(self, chunks, owners, pending: _Pending, bound: float) -> bool:
+        """Whether a decrypted aggregate is exactly one ciphertext of each of ``owners``, made for
+        ``pending``'s sum (threat_model.md C-CHECK): its check lanes are their tags, and it has their chunks."""
+        if len(chunks) != self.config.ckks.params.chunks(pending.spec.size):
             return False
-        return self._checks(sum_index, round_index, clip_range).holds(chunks, owners, tolerance=3 * bound)
+        return self._checks(pending).holds(chunks, owners, tolerance=3 * bound)
+
+    def _advance(self, round_index: int, sum_index: int) -> None:
+        """One contribution per (round, sum index) in a session: each input request must come
+        after this client's previous one, so no label of its check lanes covers two of its
+        contributions (an earlier round's ciphertexts relabelled as a later sum's: issue 29 E2;
+        threat_model.md C-CHECK)."""
+        if (round_index, sum_index) <= self._last_input:
+            last_round, last_index = self._last_input
+            raise ProtocolError(f"client {self.client_id}: input request for sum {sum_index} of round {round_index} does not come after "
+                                f"sum {last_index} of round {last_round}, which this client already contributed to (a reused label "
+                                "would let the server splice an earlier sum's ciphertexts into this one)")
+        self._last_input = (round_index, sum_index)
 
     def _on_input(self, request: InputRequest) -> InputResponse:
         if self._context is None:
             raise ProtocolError(f"client {self.client_id}: asked for an encrypted input before the CKKS keys were installed")
-        if self.client_id not in request.live:
-            raise ProtocolError(f"client {self.client_id}: not in the live set of sum {request.sum_index}")
+        live = tuple(request.live)
+        if self.client_id not in live or list(live) != sorted(set(live)):
+            raise ProtocolError(f"client {self.client_id}: the live set of sum {request.sum_index} must be sorted, unique and include this client")
         params = self.config.ckks.params
-        self.policy.check_noise(request.spec, live=len(request.live), least=len(request.live), private=request.spec.name in self._private)
+        self.policy.check_noise(request.spec, live=len(live), least=len(live), private=request.spec.name in self._private)
         clip_range, scale_bits = self.config.ckks.encoding(request.spec, len(self._participants))  # refuses a noised sum
         x = self._fresh(request.spec)
+        self._advance(request.header.round, request.sum_index)
         self._digest = self._digest_of(x)
-        checks = self._checks(request.sum_index, request.header.round, clip_range)
+        pending = _Pending(request.sum_index, request.header.round, request.spec, live, clip_range, scale_bits)
         ciphertexts, _ = self._context.encrypt(x, params=params, clip_range=clip_range, scale_bits=scale_bits,
-                                               check=checks.tagger(self.client_id, params.chunks(request.spec.size)))
+                                               check=self._checks(pending).tagger(self.client_id, params.chunks(request.spec.size)))
         self._expose(request.spec)  # any key holder can decrypt it from now on
-        self._pending = (request.sum_index, request.header.round, request.spec, clip_range, scale_bits)
+        self._pending = pending
         return InputResponse(self._header(request), None, tuple(ciphertexts))
+
+    def _within_live(self, sum_index: int, contributors) -> None:
+        """A sum's contributors are among the live set its input request showed, the set its check
+        lanes were keyed by (the lanes already refuse anyone else's part: this names the stray)."""
+        outside = sorted(set(contributors) - set(self._pending.live))
+        if outside:
+            raise ProtocolError(f"client {self.client_id}: sum {sum_index} lists contributors {outside[:8]} outside the live set its "
+                                "input request showed")
 
     def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
         """Sign the sum's contributor set, once per sum (threat_model.md C-CONSISTENCY)."""
@@ -414,18 +485,21 @@ class CkksClient(ClientRole):
         if len(members) < self.policy.floor(self.n_run):
             raise ProtocolError(f"client {self.client_id}: contributor set of {len(members)} is below this client's floor of "
                                 f"{self.policy.floor(self.n_run)} (--min-survivors-fraction)")
-        index = self._pending[0]
-        self._bind(self._pending[2].name, self._digest, frozenset(members))  # R-RESUME: before anyone may decrypt it
-        self._signed = (index, tuple(members))
-        return ConsistencyResponse(self._header(request), self.identity.sign(contributor_statement(self.session, request.header.round,
-                                                                                                   self._epoch, index, tuple(members))))
+        pending = self._pending
+        self._within_live(pending.sum_index, members)
+        self._bind(pending.spec.name, self._digest, frozenset(members))  # R-RESUME: before anyone may decrypt it
+        self._signed = (pending.sum_index, tuple(members))
+        statement = contributor_statement(self.session, pending.round, self._epoch, pending.sum_index, pending.spec.name, tuple(members))
+        return ConsistencyResponse(self._header(request), self.identity.sign(statement))
 
     def _vouched(self, request: DeliverRequest) -> None:
         """The delivered sum is over the set this client signed, and enough of its members signed
         it too: no other client decrypts a sum over a different set."""
         if self._signed != (request.sum_index, tuple(request.contributors)):
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not over the contributor set this client signed")
-        statement = contributor_statement(self.session, request.header.round, self._epoch, request.sum_index, tuple(request.contributors))
+        pending = self._pending
+        statement = contributor_statement(self.session, pending.round, self._epoch, request.sum_index, pending.spec.name,
+                                          tuple(request.contributors))
         valid = set()
         for sig in request.signatures:
             if sig.client in request.contributors and sig.client not in valid:
@@ -441,19 +515,22 @@ class CkksClient(ClientRole):
 
     def _on_deliver(self, request: DeliverRequest) -> DeliverResponse:
         contributors = frozenset(request.contributors)
-        if self._pending is None or self._pending[0] != request.sum_index or self.client_id not in contributors:
+        pending = self._pending
+        if pending is None or pending.sum_index != request.sum_index or request.header.round != pending.round \
+                or self.client_id not in contributors:
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} is not the one this client contributed to")
         self._vouched(request)
         if len(contributors) != len(request.contributors) or len(contributors) < self.policy.floor(self.n_run):
             raise ProtocolError(f"client {self.client_id}: delivered sum {request.sum_index} lists {len(request.contributors)} "
                                 f"contributors, repeated or below this client's floor of {self.policy.floor(self.n_run)}")
-        index, round_index, spec, clip_range, scale_bits = self._pending
-        bound = self.config.ckks.params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
+        self._within_live(request.sum_index, contributors)
+        spec = pending.spec
+        bound = self.config.ckks.params.error_bound(len(contributors), clip_range=pending.clip_range, scale_bits=pending.scale_bits)
         try:
             values, clipped, chunks = self._context.decrypt_checked(request.ciphertexts, n_values=spec.size, n_contributors=len(contributors))
         except ProtocolError as exc:
             return DeliverResponse(self._header(request), False, str(exc))
-        if not self._matches(chunks, contributors, index, round_index, spec, clip_range, bound):
+        if not self._matches(chunks, contributors, pending, bound):
             return DeliverResponse(self._header(request), False, "the aggregate is not the sum of its contributors' ciphertexts (check lanes)")
         self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, bound))
         self._pending = None
@@ -461,14 +538,14 @@ class CkksClient(ClientRole):
 
     def _on_verify(self, request: VerifyRequest) -> VerifyResponse:
         """Check one contributor's ciphertexts alone; answer only valid or not (the values stay here)."""
-        if self._pending is None or self._pending[0] != request.sum_index or request.owner == self.client_id:
+        pending = self._pending
+        if pending is None or pending.sum_index != request.sum_index or request.owner == self.client_id:
             raise ProtocolError(f"client {self.client_id}: asked to verify sum {request.sum_index} of client {request.owner}, "
                                 "not another contributor of the sum this client has pending")
-        index, round_index, spec, clip_range, scale_bits = self._pending
-        bound = self.config.ckks.params.error_bound(1, clip_range=clip_range, scale_bits=scale_bits)
+        bound = self.config.ckks.params.error_bound(1, clip_range=pending.clip_range, scale_bits=pending.scale_bits)
         try:
-            _, _, chunks = self._context.decrypt_checked(request.ciphertexts, n_values=spec.size, n_contributors=1)
-            valid = self._matches(chunks, (request.owner,), index, round_index, spec, clip_range, bound)
+            _, _, chunks = self._context.decrypt_checked(request.ciphertexts, n_values=pending.spec.size, n_contributors=1)
+            valid = self._matches(chunks, (request.owner,), pending, bound)
         except ProtocolError:
             valid = False
         return VerifyResponse(self._header(request), request.owner, valid)

@@ -2,7 +2,9 @@
 
 - replay.py: transcripts -> :class:`RunView` (sums from start to delivery, uploads, steps, key set-ups);
 - findings.py: verdicts, the registry of claim checkers, the claims no transcript can show;
-- sum_claims.py, plan_claims.py: one checker per claim ID;
+- sum_claims.py, plan_claims.py, privacy_claims.py: one checker per claim ID;
+- transcript_claims.py: the clients' transcripts against the server's (R-TRANSCRIPT), the
+  claims a mismatch breaks, and what the server's transcript alone cannot show;
 - attacks/: attacks that measure leakage, reported beside the claims they test;
 - run.py: the audit itself; report.py: audit.md, audit.json, PNGs; curves.py: attack error
   against epsilon over several audited runs (for a sweep).

@@ -50,11 +50,16 @@ class Finding:
     figures: tuple[str, ...] = ()
     attacks: tuple[AttackResult, ...] = ()
     plot: tuple[str, Any] | None = field(default=None, repr=False, compare=False)  # (figure kind, data) the report draws
+    basis: str = ""  # what it was checked from (audit/run.py): SERVER_ONLY or WITH_CLIENTS; "" where it does not apply
 
     @property
     def passed(self) -> bool:
         """Not a failure (a claim that does not apply to this run passes trivially)."""
         return self.verdict is not Verdict.FAIL
+
+
+SERVER_ONLY = "the server's transcript"
+WITH_CLIENTS = "the server's and the clients' transcripts"
 
 
 def passed(claim: str, evidence: str, **details: Any) -> Finding:
@@ -112,7 +117,6 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "NF-SAME": "a property of two runs (in one process and over gRPC), not of one transcript",
     "DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",
     "DP-SGD-FLOOR": "a client's --min-dpsgd-sigma is in its options, not on the wire; a refusal happens at the Welcome",
-    "M-CONSISTENCY": "signatures are checked by clients before they reveal anything; the server's transcript cannot verify them without the identity keys' policy",
     "M-REPLAY": "refused replays never reach a transcript",
     "M-WRAP": "a client refuses a sum that could wrap before it sends anything",
     "M-INPUT": "rejected client messages are logged by the runtime (metrics.json events), not judged from the transcript",
@@ -122,8 +126,6 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "M-THRESHOLD": "the bound 2t > g + c depends on the colluders, which no transcript shows (the announced thresholds are in the report)",
     "M-GRAPH-SPARSE": "the graph's guarantees are probabilistic bounds over its seed, not observable per run",
     "C-FRESH": "key freshness is a property of the dealer's code; the sealed context is opaque to the server",
-    "C-CHECK": "check lanes are verified by the clients under a key the server never has",
-    "C-CONSISTENCY": "contributor signatures are verified by the clients",
     "C-RELEASE": "whether a released sum was marked releasable is the client's plan's decision, not on the wire",
     "C-LIAR": "the verify step's outcome is the clients' judgement",
     "C-RANGE": "capacity checks happen before anything is sent",

@@ -3,16 +3,23 @@ run's configuration, every secure sum from its first input request to its delive
 point where the server gave it up), every individual upload, what the server sent to whom,
 who went silent at which step, and the key set-ups of each round.
 
-The server's transcript alone is what the server saw and could compute (server-only mode);
-the clients' transcripts add ground truth: what each client received, and (recorded with
-``--audit`` on the client's own disk) its plaintext contributions before masking and its
-uploads before the DP hook.
+The server's transcript alone is what the server says it saw and could compute (server-only
+mode): a deviating server writes its own transcript, and can write one of an honest run. The
+clients' transcripts add ground truth: what each client received and sent, compared message by
+message with the server's record of it at the same (session, step), byte for byte on the wire
+encoding (:class:`WireCheck`, threat_model.md R-TRANSCRIPT), and (recorded with ``--audit`` on
+the client's own disk) its plaintext contributions before masking and its uploads before the
+DP hook. The comparison streams: the server's transcript leaves a 16-byte digest per message
+(only when client transcripts are given), each client's transcript is read once, and matched
+digests are dropped as they are compared.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +45,9 @@ from secure_fedgraph.protocol.stages import Stage
 from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, read_transcript
 
 At = tuple[bytes, int]  # (session, step): where a message belongs (a resumed run's transcript holds several sessions)
+_STAGES = list(Stage)
+_DIGEST_BYTES = 16
+EVEN_STAGES = frozenset({Stage.CONSISTENCY, Stage.DELIVER})  # every client asked at such a step gets the same request
 
 
 def at(header: Header) -> At:
@@ -110,6 +120,65 @@ class ClientRecord:
     raw_uploads: dict[At, tuple[str, dict[str, np.ndarray]]] = field(default_factory=dict)  # (session, step) -> upload before the DP hook
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    """One message on which a client's transcript and the server's disagree.
+
+    ``direction``: "to the client" (the server sent, the client received) or "from the client";
+    ``what``: how they disagree (a different message, one the server's transcript does not
+    show, or one the client's transcript does not show)."""
+
+    client: int
+    session: int  # index into RunView.sessions; a proposal counts as the session it opened (-1: a session the server's transcript does not show at all)
+    step: int
+    stage: str
+    direction: str
+    what: str
+    message: str = ""  # the kind of message, where a transcript shows it (e.g. "UploadResponse release:validation")
+
+    @property
+    def where(self) -> str:
+        """Its stage; for an upload, with the upload's name (a release is "upload release:<sum>")."""
+        return self.stage if self.stage != Stage.UPLOAD.value else f"upload {self.message.split(' ', 1)[-1] if ' ' in self.message else ''}".strip()
+
+    def describe(self) -> str:
+        kind = f": {self.message}" if self.message else ""
+        return f"client {self.client}, session {self.session}, step {self.step} ({self.stage}{kind}): {self.what}"
+
+
+@dataclass
+class WireCheck:
+    """The clients' transcripts against the server's (threat_model.md R-TRANSCRIPT).
+
+    ``compared``: messages found alike, byte for byte. ``mismatches``: how many disagree, by
+    stage (and by message kind for uploads, e.g. "upload release:..."), with the first
+    ``EXAMPLES`` of them. ``unconfirmed``: messages a transcript lacks only where a party that
+    stopped mid-step would lose them (the server's transcript of a session ends in the step a
+    client saw last, with no End; a client's answer the server never recorded, after which the
+    server sent it nothing more): they cannot be compared, and are counted, not failed."""
+
+    EXAMPLES = 20
+
+    clients: list[int] = field(default_factory=list)
+    compared: int = 0
+    mismatched: int = 0
+    stages: Counter = field(default_factory=Counter)  # stage value (uploads: "upload <name>") -> mismatched messages
+    examples: list[Mismatch] = field(default_factory=list)
+    unconfirmed: int = 0
+    unconfirmed_examples: list[Mismatch] = field(default_factory=list)
+
+    def add(self, mismatch: Mismatch) -> None:
+        self.mismatched += 1
+        self.stages[mismatch.where] += 1
+        if len(self.examples) < self.EXAMPLES:
+            self.examples.append(mismatch)
+
+    def tolerate(self, mismatch: Mismatch) -> None:
+        self.unconfirmed += 1
+        if len(self.unconfirmed_examples) < self.EXAMPLES:
+            self.unconfirmed_examples.append(mismatch)
+
+
 @dataclass
 class Opening:
     """How one session opened (protocol/session.py), as the server's transcript shows it: the
@@ -139,8 +208,13 @@ class RunView:
     received_bytes: dict[int, dict[At, bytes]]  # client -> (session, step) -> raw bytes of each message the server received from it
     clients: dict[int, ClientRecord]  # client transcripts given
     openings: list[Opening] = field(default_factory=list)  # one per session, in order
+    wire_sessions: list[bytes] = field(default_factory=list)  # every session id a header carried, proposals included, in order
     metrics: dict[str, Any] | None = None  # the run folder's metrics.json, where there is one
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # what several checkers share (the plaintext probe)
+    wire: WireCheck | None = None  # the clients' transcripts against the server's; None without client transcripts
+    uneven_steps: list[tuple[int, int, str]] = field(default_factory=list)  # (session index, step, stage): clients asked at one
+    # consistency or deliver step got different requests (every honest server sends each the same)
+    client_reads: int = 0  # how often a checker used the clients' records (audit/run.py reports what each claim was checked from)
 
     @property
     def backend(self) -> str:
@@ -167,7 +241,10 @@ class RunView:
         """A client's plaintext input to ``attempt``, flattened (float64), from its audit records."""
         record = self.clients.get(client)
         tensors = None if record is None else record.contributions.get(attempt.at)
-        return None if tensors is None else attempt.request.spec.flatten(tensors).astype(np.float64)
+        if tensors is None:
+            return None
+        self.client_reads += 1
+        return attempt.request.spec.flatten(tensors).astype(np.float64)
 
     def uploads_named(self, name: str) -> list[Upload]:
         return [u for u in self.uploads if u.name == name]
@@ -176,7 +253,10 @@ class RunView:
         """The client's tensors of ``upload`` before its DP hook, from its audit records."""
         record = self.clients.get(upload.client)
         found = None if record is None else record.raw_uploads.get(upload.at)
-        return None if found is None else found[1]
+        if found is None:
+            return None
+        self.client_reads += 1
+        return found[1]
 
 
 def load_run(server_transcript: str | Path, client_transcripts: Iterable[str | Path] = (), *, metrics: str | Path | None = None) -> RunView:
@@ -188,12 +268,16 @@ def load_run(server_transcript: str | Path, client_transcripts: Iterable[str | P
     path = Path(server_transcript)
     if not path.is_file():
         raise ConfigError(f"{path}: no such transcript (run the server with --transcript, or `run ... --transcript`)")
-    view = _replay_server(path)
-    for client_path in client_transcripts:
-        client_path = Path(client_path)
+    client_paths = [Path(p) for p in client_transcripts]
+    for client_path in client_paths:
         if not client_path.is_file():
             raise ConfigError(f"{client_path}: no such client transcript")
-        record = _replay_client(client_path, view)
+    wire = _ServerWire() if client_paths else None
+    view = _replay_server(path, wire)
+    if wire is not None:
+        view.wire = WireCheck()
+    for client_path in client_paths:
+        record = _replay_client(client_path, view, wire)
         if record is not None:
             view.clients[record.client] = record
     if metrics is not None and Path(metrics).is_file():
@@ -201,7 +285,35 @@ def load_run(server_transcript: str | Path, client_transcripts: Iterable[str | P
     return view
 
 
-def _replay_server(path: Path) -> RunView:
+def _key(session: int, step: int, sent_by_server: bool) -> int:
+    """One message's place: (session index, step, which way), packed into one int (a small dict key)."""
+    return (session << 42) | (step << 1) | int(sent_by_server)
+
+
+def _chain(previous: bytes | None, data: bytes) -> bytes:
+    """The digest of the messages at one place, in order (a place normally holds one)."""
+    digest = hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+    return digest if previous is None else hashlib.blake2b(previous + digest, digest_size=_DIGEST_BYTES).digest()
+
+
+@dataclass
+class _ServerWire:
+    """What the comparison keeps of the server's transcript: per client, per place, the digest of
+    what the server recorded (and the stage, in one more byte); where each session's records end."""
+
+    messages: dict[int, dict[int, bytes]] = field(default_factory=lambda: defaultdict(dict))
+    last_step: dict[int, int] = field(default_factory=dict)  # session index -> last step its records show
+    peer_last: dict[tuple[int, int], int] = field(default_factory=dict)  # (client, session index) -> last step with that client
+
+    def note(self, peer: int, session: int, header: Header, sent: bool, data: bytes) -> None:
+        key = _key(session, header.step, sent)
+        old = self.messages[peer].get(key)
+        self.messages[peer][key] = _chain(None if old is None else old[:-1], data) + bytes([_STAGES.index(header.stage)])
+        self.last_step[session] = max(self.last_step.get(session, 0), header.step)
+        self.peer_last[(peer, session)] = max(self.peer_last.get((peer, session), 0), header.step)
+
+
+def _replay_server(path: Path, wire: _ServerWire | None = None) -> RunView:
     config: dict[str, Any] | None = None
     sessions: list[bytes] = []
     steps: dict[At, StepRecord] = {}
@@ -218,14 +330,20 @@ def _replay_server(path: Path) -> RunView:
     received_bytes: dict[int, dict[At, bytes]] = defaultdict(dict)
     epoch: dict[bytes, int] = {}
     openings: dict[bytes, Opening] = {}
+    session_index: dict[bytes, int] = {}  # every id a header carried, proposals included: how the wire comparison names sessions
+    first_request: dict[At, bytes] = {}  # digest of the first request of each consistency and deliver step
+    uneven: set[tuple[int, int, str]] = set()
     for record in read_transcript(path):
         message = record.message()
         header = getattr(message, "header", None)
         if header is None:  # a Hello
             continue
         where = at(header)
+        session_index.setdefault(header.session, len(session_index))
         if header.session not in sessions and header.stage not in (Stage.WELCOME, Stage.SESSION):  # those two steps carry the proposal
             sessions.append(header.session)
+        if wire is not None and record.direction in (SENT, RECEIVED):
+            wire.note(record.peer, session_index[header.session], header, record.direction == SENT, record.data)
         if record.direction == SENT:
             step = steps.setdefault(where, StepRecord(header.session, header.round, header.step, header.stage))
             step.asked.add(record.peer)
@@ -233,6 +351,10 @@ def _replay_server(path: Path) -> RunView:
             requests.setdefault(where, message)
             if isinstance(message, SessionRequest) and first and header.session in openings:
                 openings[header.session].request = message
+            if header.stage in EVEN_STAGES:
+                digest = hashlib.blake2b(record.data, digest_size=_DIGEST_BYTES).digest()
+                if first_request.setdefault(where, digest) != digest:
+                    uneven.add((sessions.index(header.session), header.step, header.stage.value))
             if isinstance(message, Welcome):
                 openings.setdefault(header.session, Opening(header.session, message))
                 if config is None:
@@ -285,7 +407,8 @@ def _replay_server(path: Path) -> RunView:
     return RunView(config=config, sessions=sessions, steps=list(steps.values()), sums=list(attempts.values()), uploads=uploads,
                    sent={k: dict(v) for k, v in sent.items()}, downloads={k: dict(v) for k, v in downloads.items()},
                    received_kinds=dict(received_kinds), advertised=advertised, key_deals=key_deals, reveals=reveals,
-                   received_bytes=dict(received_bytes), clients={}, openings=list(openings.values()))
+                   received_bytes=dict(received_bytes), clients={}, openings=list(openings.values()), uneven_steps=sorted(uneven),
+                   wire_sessions=list(session_index))
 
 
 def _open_sum(message: sm.InputRequest, header: Header, epoch: int, attempts: dict, open_sums: dict) -> None:
@@ -299,30 +422,105 @@ def _open_sum(message: sm.InputRequest, header: Header, epoch: int, attempts: di
     open_sums[(header.session, header.round, message.sum_index)] = attempt
 
 
-def _replay_client(path: Path, view: RunView) -> ClientRecord | None:
+def _kind(message: Any) -> str:
+    name = getattr(message, "name", "")
+    return f"{type(message).__name__}{' ' + name if name else ''}"
+
+
+def _replay_client(path: Path, view: RunView, wire: _ServerWire | None = None) -> ClientRecord | None:
     """One client's transcript: what it received, and its audit records (plaintext inputs,
-    uploads before the DP hook), keyed by the step of the request they answer."""
-    record: ClientRecord | None = None
-    pending: list[tuple[int, Any]] = []
+    uploads before the DP hook), keyed by the step of the request they answer; with ``wire``,
+    every message it received or sent compared with the server's record of it (:func:`compare_wire`).
+    Only small things are kept per message (its kind, a digest), never the message."""
+    client: int | None = None
+    received: Counter = Counter()
+    audits: list[Any] = []
+    places: dict[tuple[bytes, int, bool], list] = {}  # (session, step, sent by the server) -> [digest, stage, kind]
     for entry in read_transcript(path):
         message = entry.message()
         header = getattr(message, "header", None)
-        if entry.direction == SENT and header is not None and record is None:
-            record = ClientRecord(header.sender)
+        if entry.direction == SENT and header is not None and client is None:
+            client = header.sender
         if entry.direction == RECEIVED:
-            pending.append((0, message))
+            received[_kind(message)] += 1
         elif entry.direction == AUDIT:
-            pending.append((1, message))
-            if record is None:
-                record = ClientRecord(entry.peer)
-    if record is None:
+            audits.append(message)
+            if client is None:
+                client = entry.peer
+        if wire is not None and header is not None and entry.direction in (SENT, RECEIVED):
+            place = (header.session, header.step, entry.direction == RECEIVED)
+            old = places.get(place)
+            places[place] = [_chain(None if old is None else old[0], entry.data), header.stage, _kind(message)]
+    if client is None:
         return None
-    for kind, message in pending:
-        if kind == 0:
-            name = getattr(message, "name", "")
-            record.received[f"{type(message).__name__}{' ' + name if name else ''}"] += 1
-        elif message.header.stage is Stage.UPLOAD:
+    record = ClientRecord(client)
+    record.received.update(received)
+    for message in audits:
+        if message.header.stage is Stage.UPLOAD:
             record.raw_uploads[at(message.header)] = (message.name, tensors_of(message.tensors))
         else:
             record.contributions[at(message.header)] = tensors_of(message.tensors)
+    if wire is not None and client not in view.wire.clients:
+        compare_wire(client, places, view, wire)
     return record
+
+
+def _session_number(view: RunView, session: bytes) -> int:
+    """How a report names a session: its place among the run's sessions; a proposal (the id a
+    Welcome and its opening steps carry) by the session it opened; -1 for one the server's
+    transcript does not show."""
+    if session in view.sessions:
+        return view.sessions.index(session)
+    return next((i for i, opening in enumerate(view.openings) if opening.proposal == session), -1)
+
+
+def compare_wire(client: int, places: dict[tuple[bytes, int, bool], list], view: RunView, wire: _ServerWire) -> None:
+    """Every message ``client`` received or sent against the server's record of it at the same
+    (session, step), byte for byte (as digests), into ``view.wire`` (threat_model.md R-TRANSCRIPT).
+
+    A message fails when the two differ; when the client received one the server's transcript
+    does not show; when the server's transcript shows one from the client, or to it while it
+    went on receiving, that the client's does not; and when the client's answer is missing from
+    the server's transcript although the server went on with that client. What a party stopped
+    mid-step loses is counted as unconfirmed instead: the server's records of the step a client
+    saw last in a session that ends without End (the server was killed while sending it), and a
+    client's last answers of a session the server recorded nothing after."""
+    check = view.wire
+    check.clients.append(client)
+    sessions = {s: i for i, s in enumerate(view.wire_sessions)}
+    server = wire.messages.get(client, {})
+    last_received: dict[int, int] = defaultdict(int)  # session index -> the last step this client received in it
+    ended: set[int] = set()
+    for (session, step, to_client), (_, stage, _) in places.items():
+        index = sessions.get(session, -1)
+        if to_client:
+            last_received[index] = max(last_received[index], step)
+            if stage is Stage.END:
+                ended.add(index)
+    for (session, step, to_client), (digest, stage, kind) in places.items():
+        index = sessions.get(session, -1)
+        found = server.pop(_key(index, step, to_client), None) if index >= 0 else None
+        direction = "to the client" if to_client else "from the client"
+        mismatch = Mismatch(client, _session_number(view, session), step, stage.value, direction, "", kind)
+        if found is not None and found[:-1] == digest:
+            check.compared += 1
+        elif found is not None:
+            check.add(dataclasses.replace(mismatch, what=f"the server's transcript shows a different message {direction}"))
+        elif to_client and index >= 0 and index not in ended and step == last_received[index] >= wire.last_step.get(index, 0):
+            check.tolerate(dataclasses.replace(mismatch, what="received in the step the server's transcript of this session ends in, "
+                                                               "without End (a server stopped mid-step)"))
+        elif not to_client and index >= 0 and wire.peer_last.get((client, index), 0) <= step:
+            check.tolerate(dataclasses.replace(mismatch, what="answered, and the server's transcript shows nothing of this client after "
+                                                               "(lost with a stopped server or stream)"))
+        else:
+            check.add(dataclasses.replace(mismatch, what=f"the client's transcript shows it {'received' if to_client else 'sent'}; "
+                                                         "the server's transcript does not"))
+    for key, value in server.items():  # what the server says it exchanged with this client, never matched
+        index, step, sent = key >> 42, (key >> 1) & ((1 << 41) - 1), bool(key & 1)
+        if sent and step >= last_received.get(index, 0):
+            continue  # sent while the client had stopped reading: it never arrived
+        stage = _STAGES[value[-1]].value
+        what = ("the server's transcript shows it sent this while the client went on receiving; the client's transcript does not show it"
+                if sent else "the server's transcript shows the client sent this; the client's transcript does not")
+        check.add(Mismatch(client, _session_number(view, view.wire_sessions[index]), step, stage, "to the client" if sent else "from the client", what))
+    wire.messages.pop(client, None)

@@ -50,9 +50,10 @@ def as_json(report: AuditReport, figures: dict[str, list[str]] | None = None) ->
         "passed": report.passed,
         "failed": report.failed,
         "run": report.run,
-        "claims": [{"claim": f.claim, "verdict": f.verdict.value, "evidence": f.evidence, "details": f.details,
+        "claims": [{"claim": f.claim, "verdict": f.verdict.value, "checked_from": f.basis or None, "evidence": f.evidence, "details": f.details,
                     "figures": figures.get(f.claim, []),
                     "attacks": [_attack_json(a) for a in f.attacks]} for f in report.findings],
+        "server_only_limits": report.server_only_limits,
         "not_in_transcripts": report.not_in_transcripts,
         "sums": report.sums,
         "dropouts": report.dropouts,
@@ -85,8 +86,12 @@ def markdown(report: AuditReport, figures: dict[str, list[str]]) -> str:
     md = [f"# Audit of a {run['plan']} run ({run['backend']} backend)", "",
           f"{'PASSED' if report.passed else 'FAILED: ' + ', '.join(report.failed)}. Mode: {run['mode']} "
           f"({run['client_transcripts']} client transcripts); {run['clients']} clients, {run['rounds']} rounds, {run['sessions']} session(s).", "",
-          "## Claims", "", "| claim | verdict | evidence |", "|---|---|---|"]
-    md += [f"| {f.claim} | {f.verdict.value} | {_cell(f.evidence)} |" for f in report.findings]
+          "## Claims", "", "| claim | verdict | checked from | evidence |", "|---|---|---|---|"]
+    md += [f"| {f.claim} | {f.verdict.value} | {f.basis or '-'} | {_cell(f.evidence)} |" for f in report.findings]
+    md += ["", "## What the server's transcript alone cannot show", "", report.server_only_limits, "",
+           f"This audit compared {run.get('clients_compared', 0)} client transcripts with the server's (R-TRANSCRIPT)."
+           if run.get("clients_compared") else "This audit had no client transcripts: every claim above was checked from the server's "
+           "transcript alone, and R-TRANSCRIPT was not checked."]
     attacked = [f for f in report.findings if f.attacks]
     if attacked:
         md += ["", "## Attacks (beside the claims they test)", ""]

@@ -1,9 +1,13 @@
 """``secure-fedgraph audit RUN_DIR [CLIENT_TRANSCRIPTS...]``: replay, check every claim, run the
 attacks, and put each attack's measurement beside the claim it tests.
 
-Server-only (no client transcripts): what the server saw and could compute. With client
-transcripts: also ground truth (the clients' plaintext contributions and their uploads before
-the DP hook), so sums, the plaintext probe and the DP residuals are checked exactly.
+Server-only (no client transcripts): what the server says it saw and could compute (its own
+transcript: against a deviating server, its word; transcript_claims.SERVER_ONLY_LIMITS). With
+client transcripts: every message each client received and sent is compared with the server's
+record of it (R-TRANSCRIPT), and a mismatch fails the claims judged on that stage; and ground
+truth (the clients' plaintext contributions and their uploads before the DP hook), so sums, the
+plaintext probe and the DP residuals are checked exactly. Each finding says which it was checked
+from.
 """
 
 from __future__ import annotations
@@ -16,9 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from secure_fedgraph.audit import plan_claims, privacy_claims, session_claims, sum_claims  # noqa: F401  (registers the checkers)
+from secure_fedgraph.audit import plan_claims, privacy_claims, session_claims, sum_claims, transcript_claims  # noqa: F401  (registers the checkers)
 from secure_fedgraph.audit.attacks import ATTACKS, AttackContext
-from secure_fedgraph.audit.findings import CHECKERS, NOT_IN_TRANSCRIPTS, AttackResult, Finding, Verdict, not_applicable, verdict
+from secure_fedgraph.audit.findings import (
+    CHECKERS,
+    NOT_IN_TRANSCRIPTS,
+    SERVER_ONLY,
+    WITH_CLIENTS,
+    AttackResult,
+    Finding,
+    Verdict,
+    not_applicable,
+    verdict,
+)
 from secure_fedgraph.audit.replay import RunView, load_run
 from secure_fedgraph.protocol.stages import Stage
 
@@ -34,6 +48,7 @@ class AuditReport:
     rekeys: list[dict[str, Any]]
     seen: dict[str, list[dict[str, Any]]]
     not_in_transcripts: dict[str, str] = field(default_factory=lambda: dict(NOT_IN_TRANSCRIPTS))
+    server_only_limits: str = transcript_claims.SERVER_ONLY_LIMITS  # what the server's transcript alone cannot show
 
     @property
     def passed(self) -> bool:
@@ -64,8 +79,18 @@ def audit(run_dir: str | os.PathLike, client_transcripts: Iterable[str | os.Path
 
 
 def audit_view(view: RunView, *, data_dir=None, attacks: bool = True, seed: int = 0, say: Callable[[str], None] | None = None) -> AuditReport:
-    findings = {claim: check(view) for claim, check in CHECKERS.items()}
+    findings, read_clients = {}, set()
+    for claim, check in CHECKERS.items():
+        before = view.client_reads
+        findings[claim] = check(view)
+        if view.client_reads > before:
+            read_clients.add(claim)
+    findings = transcript_claims.with_broken_claims(view, findings)
     findings["R-AUDIT"] = _r_audit(view, findings)
+    compared = transcript_claims.COVERED if view.wire is not None else frozenset()
+    findings = {claim: dataclasses.replace(f, basis="" if f.verdict is Verdict.NOT_APPLICABLE else
+                                           WITH_CLIENTS if claim in read_clients | compared else SERVER_ONLY)
+                for claim, f in findings.items()}
     if attacks:
         context = AttackContext(view, data_dir=data_dir, seed=seed)
         for attack in ATTACKS:
@@ -81,24 +106,33 @@ def audit_view(view: RunView, *, data_dir=None, attacks: bool = True, seed: int 
                        seen=_seen(view))
 
 
+R_AUDIT_PARTS = {"mask": ("M-UNIFORM", "M-NOPLAIN", "M-CONSISTENCY", "M-SUM"), "ckks": ("C-PUBLIC", "C-CHECK", "C-CONSISTENCY", "C-SUM")}
+
+
 def _r_audit(view: RunView, findings: dict[str, Finding]) -> Finding:
-    """R-AUDIT is the three claims it names, together (mask runs)."""
-    if view.backend != "mask":
-        return not_applicable("R-AUDIT", f"{view.backend} backend (R-AUDIT is about mask runs)")
+    """R-AUDIT is the claims it names for the run's backend, together, and with client
+    transcripts R-TRANSCRIPT: what the clients saw is what the server's transcript shows."""
+    if view.backend not in R_AUDIT_PARTS:
+        return not_applicable("R-AUDIT", f"{view.backend} backend (R-AUDIT is about mask and ckks runs)")
     if not view.sums:
         return not_applicable("R-AUDIT", "the run has no secure sums")
-    parts = [findings[c] for c in ("M-UNIFORM", "M-NOPLAIN", "M-SUM")]
+    names = R_AUDIT_PARTS[view.backend] + (("R-TRANSCRIPT",) if view.wire is not None else ())
+    parts = [findings[c] for c in names]
     bad = [p.claim for p in parts if p.verdict is Verdict.FAIL]
     shown = [p.claim for p in parts if p.verdict is Verdict.PASS]
-    return verdict("R-AUDIT", not bad, f"{', '.join(shown) or 'none of M-UNIFORM, M-NOPLAIN, M-SUM'} pass"
-                   + (f"; {', '.join(bad)} fail" if bad else "") + ("" if view.with_clients else " (M-SUM needs client transcripts)"))
+    sum_claim = R_AUDIT_PARTS[view.backend][-1]
+    alone = "" if view.with_clients else (f" (from the server's transcript alone: {sum_claim} needs the clients' records, and what the "
+                                          "clients received needs their transcripts, R-TRANSCRIPT)")
+    return verdict("R-AUDIT", not bad, f"{', '.join(shown) or 'none of ' + ', '.join(names)} pass" + (f"; {', '.join(bad)} fail" if bad else "")
+                   + alone)
 
 
 def _summary(view: RunView) -> dict[str, Any]:
     clients = sorted({c for s in view.steps for c in s.asked})
     return {"plan": view.plan, "backend": view.backend, "sessions": len(view.sessions), "clients": len(clients),
             "rounds": 1 + max((s.round for s in view.steps), default=0), "mode": "with client transcripts" if view.with_clients else "server-only",
-            "client_transcripts": len(view.clients), "dp_sigma": view.plan_config.get("dp_sigma"), "plan_config": view.plan_config}
+            "client_transcripts": len(view.clients), "clients_compared": len(view.wire.clients) if view.wire is not None else 0,
+            "dp_sigma": view.plan_config.get("dp_sigma"), "plan_config": view.plan_config}
 
 
 def _sums(view: RunView) -> list[dict[str, Any]]:

@@ -121,6 +121,8 @@ def plaintext_probe(view: RunView) -> _Probe:
     step (where plain puts it), and a few per client, spread over the run, in every byte the
     server received from that client (where a leak elsewhere would put it). Computed once per view."""
     if "probe" in view.cache:
+        if view.cache["probe"].contributions:
+            view.client_reads += 1  # the cached probe read the clients' records: so does the claim that reads it now
         return view.cache["probe"]
     contributions = found = run_wide = found_run_wide = 0
     per_client: dict[int, list[tuple[np.ndarray, list[int]]]] = defaultdict(list)

@@ -39,6 +39,7 @@ class Purpose(enum.Enum):
     KEYS = "keys"  # hash: the signed round keys of a key epoch's members, in the view digest
     ENVELOPE = "envelope"  # signed: a dealer's statement of one share envelope and its commitments
     ENVELOPE_KEY = "envelope-key"  # hash: a dealer's commitment to the key of one share envelope
+    CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
 
 
 def int_field(value: int) -> bytes:

@@ -97,6 +97,7 @@ def test_purpose_strings_are_pinned() -> None:
         "KEYS": "keys",
         "ENVELOPE": "envelope",
         "ENVELOPE_KEY": "envelope-key",
+        "CKKS_CONTRIBUTORS": "ckks-contributors",
     }
 
 

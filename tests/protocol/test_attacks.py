@@ -187,11 +187,16 @@ def test_attack_the_same_session_id_twice(monkeypatch):
 
 def _hosts(config: SecureSumConfig, n: int, plan, server_class):
     """A server of ``server_class`` and n client hosts running ``plan``, in one process."""
+
+
+def _hosts(config: SecureSumConfig, n: int, plan, server_class, policy: ClientPolicy | None = None):
+    """A server of ``server_class`` and n client hosts running ``plan``, in one process; the
+    clients' own ``policy`` (default: they accept ``config``)."""
     identities = {c: IdentityKey.generate() for c in range(n)}
     directory = {c: k.public_bytes for c, k in identities.items()}
     session = os.urandom(16)
     server = server_class(config, session=session, directory=directory, clients=list(range(n)))
-    hosts = {c: ClientHost(role=make_client(config, client_id=c, session=session, identity=identities[c], directory=directory),
+    hosts = {c: ClientHost(role=make_client(config, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy),
                            plan=plan, context=ClientContext(c, 0)) for c in range(n)}
     return server, hosts
 
@@ -946,6 +951,201 @@ def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch
         return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
 
     defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or set())
+
+
+CKKS_ONLY = ClientPolicy(backends=frozenset({Backend.CKKS}))  # the clients' default policy, but for the backend (the option a ckks run needs)
+
+
+def _ckks_sum_by_hand(server, index: int, specs: dict, live: dict, contributors: tuple[int, ...], *, deliver_to: tuple[int, ...]):
+    """One ckks sum as a deviating server runs it: each client asked with its own spec and live
+    set, every contributor asked to sign ``contributors``, and the sum of their ciphertexts
+    delivered to ``deliver_to`` with every signature; returns (signatures, responses to the delivery)."""
+    from secure_fedgraph.crypto.ckks import PublicContext
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, InputRequest
+
+    kept, signatures, answers = {}, {}, {}
+    yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, specs[c], None, live[c], ()) for c in specs},
+                       lambda c, r: kept.__setitem__(c, [server.context.load(b) for b in r.ciphertexts]))
+    yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, contributors) for c in contributors},
+                       lambda c, r: signatures.__setitem__(c, r.signature))
+    signed = tuple(Signature(c, sig) for c, sig in sorted(signatures.items()))
+    if not deliver_to:
+        return signed, answers
+    total = None
+    for c in contributors:
+        total = PublicContext.add(total, kept[c])
+    blobs = tuple(v.serialize() for v in total)
+    yield server._step(Stage.DELIVER, lambda h: {c: DeliverRequest(h, index, contributors, None, blobs, None, signed) for c in deliver_to},
+                       lambda c, r: answers.__setitem__(c, r))
+    return signed, answers
+
+
+def test_attack_ckks_splicing_an_earlier_rounds_ciphertexts_into_a_later_sum(monkeypatch):
+    """Issue 29, E2. Round A: the releasable sum "v" of clients 0-3, honestly delivered and
+    released, but the server keeps every ciphertext. Round B: it labels its sum "round 0, sum 0"
+    again, asks every client for its round-B input (the same live set, the same name), claims
+    client 3 dropped, has 0-2 sign their set, and delivers round A's ciphertexts of 0-2: genuine
+    ciphertexts whose check lanes were made for that very label. Released, round A's total minus
+    it is x3 of round A. Clients require (round, sum index) to advance within a session, so no
+    label covers two contributions of one client (threat_model.md C-CHECK)."""
+    from secure_fedgraph.protocol import collectives
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksClient
+    from tests.helpers import splicing_ckks_server
+
+    n, victim = 4, 3
+    inputs = {r: make_inputs(range(n), seed=seed, shapes={"w": (8,)}) for seed, r in enumerate(("A", "B"))}
+
+    def plan(ctx: ClientContext):
+        for r in ("A", "B"):
+            yield ctx.secure_sum("v", inputs[r][ctx.client_id], releasable=True)
+
+    def attack() -> bool:
+        server, hosts = _hosts(CKKS, n, plan, splicing_ckks_server("v", victim), policy=CKKS_ONLY)
+        runner = LocalRunner(server, hosts)
+        spec = SumSpec.of("v", inputs["A"][0])
+        released = {}
+        for round_index, r in enumerate(("A", "B")):
+            runner.run(server.setup(round_index))
+            runner.run(server.aggregate(spec))
+            released[r] = runner.run(collectives.upload(server.seq, [0], RELEASE_PREFIX + "v", spec))[0]["w"]
+        return _close(released["A"] - released["B"], inputs["A"][victim]["w"])
+
+    defence_stops(attack, monkeypatch, CkksClient, "_advance", lambda self, round_index, sum_index: None)
+
+
+def test_attack_ckks_splice_on_the_fedavg_gru_plan_gives_one_sensors_validation_totals(monkeypatch, tmp_path):
+    """E2 on the real fedavg-gru plan, in process (4 sensors, 2 rounds): round 1's validation sum
+    is labelled as round 0's and delivered as round 0's ciphertexts without sensor 3; the clients
+    release it, and round 0's released totals minus it are sensor 3's own validation totals
+    (squared and absolute errors, window count), which only the sensor holds."""
+    from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksClient
+    from secure_fedgraph.protocol.transcript import AUDIT, read_transcript
+    from secure_fedgraph.runs import simulate as simulate_module
+    from tests.helpers import splicing_ckks_server
+
+    plan = FedAvgGRU(FedAvgGRUConfig(sensors=4, rounds=2, hidden_size=8, max_windows=30, max_local_steps=1, batch_size=16))
+    monkeypatch.setattr(simulate_module, "make_server", lambda config, **kw: splicing_ckks_server("validation", 3)(config, **kw))
+
+    def attack() -> bool:
+        result = simulate_module.simulate(plan, CKKS, policy=CKKS_ONLY, record=True, transcripts=tmp_path)
+        releases = [codec.decode(d) for s, c, d in result.received if s is Stage.UPLOAD and c == 0]
+        totals = [tensors_of(m.tensors) for m in releases if isinstance(m, UploadResponse) and m.name == RELEASE_PREFIX + "validation"]
+        own = [tensors_of(r.message().tensors) for r in read_transcript(tmp_path / "clients" / "client-3.bin")
+               if r.direction == AUDIT and r.message().name == "validation"]
+        return all(np.allclose(totals[0][k] - totals[1][k], own[0][k], rtol=1e-6, atol=1e-3) for k in own[0])
+
+    defence_stops(attack, monkeypatch, CkksClient, "_advance", lambda self, round_index, sum_index: None)
+
+
+def test_attack_ckks_mixing_two_sums_under_one_round_and_index(monkeypatch):
+    """Clients at different points of their plans can be asked for different sums under one
+    (round, sum index), which the advance (per client) allows. Clients 0-2 finish the plan's
+    "weights" sum without client 3; then, at sum index 1, client 3 is asked for its "weights"
+    (never releasable) and 0-2 for their "err" (releasable), all shown the same live set; client
+    0 is delivered the sum of the four as "err", signed by 0-2, and releases client 3's model
+    blurred only by three error terms. The check lanes are keyed by the sum's name: client 3's
+    part was made for "weights" and does not add up as "err" (threat_model.md C-CHECK, C-RELEASE)."""
+    from secure_fedgraph.protocol import collectives
+    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.secure_sum.ckks import CheckLanes, CkksServer
+
+    n, victim, others = 4, 3, (0, 1, 2)
+    weights = make_inputs(range(n), seed=0, shapes={"w": (8,)})
+    errors = make_inputs(range(n), seed=1, shapes={"w": (8,)}, scale=0.01)
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("weights", weights[ctx.client_id], private=True)
+        yield ctx.secure_sum("err", errors[ctx.client_id], releasable=True)
+
+    class Mixer(CkksServer):
+        def aggregate(self, spec):
+            err = SumSpec.of("err", errors[0])
+            yield from _ckks_sum_by_hand(self, 0, dict.fromkeys(others, spec), dict.fromkeys(others, others), others, deliver_to=others)
+            everyone = tuple(range(n))  # 0-2 moved on to "err"; client 3 still waits for "weights"
+            yield from _ckks_sum_by_hand(self, 1, {c: spec if c == victim else err for c in everyone}, dict.fromkeys(everyone, everyone),
+                                         everyone, deliver_to=(0,))
+            return (yield from collectives.upload(self.seq, [0], RELEASE_PREFIX + "err", err))
+
+    def attack() -> bool:
+        server, hosts = _hosts(CKKS, n, plan, Mixer, policy=CKKS_ONLY)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        released = runner.run(server.aggregate(SumSpec.of("weights", weights[0])))
+        return _close(released[0]["w"] - sum(errors[c]["w"] for c in others), weights[victim]["w"])
+
+    unnamed = CheckLanes.__init__
+    defence_stops(attack, monkeypatch, CheckLanes, "__init__", lambda self, key, *, name, **kw: unnamed(self, key, name="", **kw))
+
+
+def test_check_lanes_bind_the_live_set_each_contributor_was_shown(monkeypatch):
+    """The server shows client 0 the live set {0, 1, 2} and clients 1-3 the set of all four, then
+    delivers client 0 the sum of 0-2. The lanes are keyed by the live set, so contributions made
+    under another live set do not add up: a client decrypts only a sum whose contributors were
+    all shown what it was shown (threat_model.md C-CHECK; the ckks backend's docstring says why,
+    given the advance, this adds no protection of its own)."""
+    from secure_fedgraph.protocol.secure_sum.ckks import CheckLanes, CkksServer
+
+    n = 4
+    inputs = make_inputs(range(n), shapes={"w": (8,)})
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("v", inputs[ctx.client_id], releasable=True)
+
+    class Showing(CkksServer):
+        def aggregate(self, spec):
+            shown = {c: (0, 1, 2) if c == 0 else (0, 1, 2, 3) for c in range(n)}
+            _, answers = yield from _ckks_sum_by_hand(self, 0, dict.fromkeys(range(n), spec), shown, (0, 1, 2), deliver_to=(0,))
+            return answers[0].accepted
+
+    def attack() -> bool:
+        server, hosts = _hosts(CKKS, n, plan, Showing, policy=CKKS_ONLY)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        return runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
+
+    blind = CheckLanes.__init__
+    defence_stops(attack, monkeypatch, CheckLanes, "__init__", lambda self, key, *, live, **kw: blind(self, key, live=(), **kw))
+
+
+def test_a_signature_on_one_sums_contributor_set_does_not_vouch_for_another_sum(monkeypatch):
+    """Under one (round, sum index) the server asks client 0 for sum "b" and clients 1-3 for
+    sum "a", has all four sign the set of all four, and hands client 0 the signatures. The
+    statement names the sum, so the signatures made for "a" do not count towards the majority
+    client 0 needs for "b" (threat_model.md C-CONSISTENCY; the check lanes, keyed by the name,
+    refuse such a mix too: this makes what a signature vouches for unambiguous)."""
+    from secure_fedgraph.protocol.secure_sum import ckks
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest
+
+    n = 4
+    inputs = make_inputs(range(n), shapes={"w": (8,)})
+
+    def plan(ctx: ClientContext):
+        yield ctx.secure_sum("b" if ctx.client_id == 0 else "a", inputs[ctx.client_id])
+
+    class Signing(ckks.CkksServer):
+        def aggregate(self, spec):
+            everyone = tuple(range(n))
+            specs = {c: SumSpec.of("b" if c == 0 else "a", inputs[0]) for c in everyone}
+            signed, _ = yield from _ckks_sum_by_hand(self, 0, specs, dict.fromkeys(everyone, everyone), everyone, deliver_to=())
+            return signed
+
+    def attack() -> bool:
+        server, hosts = _hosts(CKKS, n, plan, Signing, policy=CKKS_ONLY)
+        runner = LocalRunner(server, hosts)
+        runner.run(server.setup(0))
+        signed = runner.run(server.aggregate(None))
+        hosts[0].role._vouched(DeliverRequest(None, 0, tuple(range(n)), None, (), None, signed))  # raises unless a majority signed client 0's own sum
+        return True
+
+    def unnamed(session, round_index, epoch, sum_index, name, contributors):
+        return named(session, round_index, epoch, sum_index, "", contributors)
+
+    named = ckks.contributor_statement
+    defence_stops(attack, monkeypatch, ckks, "contributor_statement", unnamed)
 
 
 # --- the older mask claims, attacked the same way (M-SIGN, M-BOTH, M-ONCE, M-INPUT) ---------------

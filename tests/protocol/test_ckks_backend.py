@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tenseal as ts
@@ -9,8 +11,9 @@ import tenseal as ts
 from secure_fedgraph.crypto.ckks import SecretContext
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.local import local_session
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.secure_sum.ckks import _Pending
 from secure_fedgraph.protocol.secure_sum.messages import KeyDealResponse
 from tests.helpers import make_inputs, max_error, plain_sum
 
@@ -98,8 +101,6 @@ def test_a_malformed_ciphertext_is_rejected_and_the_sum_goes_on():
     def corrupt(direction, stage, client, data):
         if (direction, stage, client) == ("up", Stage.INPUT, 2):
             response = codec.decode(data)
-            import dataclasses
-
             return codec.encode(dataclasses.replace(response, ciphertexts=(b"not a ciphertext",) * len(response.ciphertexts)))
         return data
 
@@ -132,11 +133,11 @@ def test_a_plaintext_offset_passes_the_count_lane_but_not_the_check_lanes():
     reference = np.concatenate([plain_sum(inputs, range(3))[k].ravel() for k in ("weight", "bias", "cube")])
     np.testing.assert_allclose(values, reference + 100.0, atol=params.error_bound(3, clip_range=8.0))
     _, _, chunks = client._context.decrypt_checked([v.serialize() for v in shifted], n_values=27, n_contributors=3)
-    spec = client.last_result.spec
+    pending = _Pending(0, 0, client.last_result.spec, (0, 1, 2), 8.0, params.scale_bits)  # what the clients' lanes were keyed by
     bound = params.error_bound(3, clip_range=8.0)
-    assert not client._matches(chunks, {0, 1, 2}, 0, 0, spec, 8.0, bound)
+    assert not client._matches(chunks, {0, 1, 2}, pending, bound)
     _, _, honest = client._context.decrypt_checked([v.serialize() for v in total], n_values=27, n_contributors=3)
-    assert client._matches(honest, {0, 1, 2}, 0, 0, spec, 8.0, bound)
+    assert client._matches(honest, {0, 1, 2}, pending, bound)
 
 
 def test_dealer_uploads_the_secret_context_once_not_once_per_peer():
@@ -146,3 +147,20 @@ def test_dealer_uploads_the_secret_context_once_not_once_per_peer():
     per_peer_download = traffic.down_by_stage[Stage.KEY_INSTALL] / 9  # the sealed context plus a small envelope
     assert per_peer_download > 50_000
     assert traffic.up_by_stage[Stage.KEY_DEAL] < per_peer_download + 9 * 300
+
+
+def test_a_contributor_set_reaching_outside_the_live_set_is_refused_in_one_line(monkeypatch):
+    """threat_model.md C-CONSISTENCY: client 3 never installed the keys, so the live set of the sum
+    is {0, 1, 2}; the server then asks client 0 to sign a contributor set that includes client 3.
+    Client 0 refuses, naming the stray. (Without this check nothing is signed wrongly: the check
+    lanes, keyed by the live set, would refuse such a sum at delivery; the check names it first.)"""
+    def stray(direction, stage, client, data):
+        if (direction, stage, client) == ("down", Stage.CONSISTENCY, 0):
+            return codec.encode(dataclasses.replace(codec.decode(data), survivors=(0, 1, 2, 3)))
+        return data
+
+    session = local_session(CKKS, range(4), drop={Stage.KEY_INSTALL: {3}}, intercept=stray,
+                            policy=ClientPolicy(backends=frozenset({Backend.CKKS})))
+    session.start_round()
+    with pytest.raises(ProtocolError, match=r"client 0: sum 0 lists contributors \[3\] outside the live set its input request showed"):
+        session.secure_sum("s", make_inputs(range(4)))
