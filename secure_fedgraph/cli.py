@@ -49,7 +49,7 @@ def _client_policy(args: argparse.Namespace):
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
                         min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise,
                         min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys,
-                        allow_seeded_randomness=args.allow_seeded_randomness)
+                        allow_seeded_randomness=args.allow_seeded_randomness, min_run_clients=args.min_run_clients)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -715,6 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--no-sparse", action="store_true", help="refuse the sparse neighbour graph (accept the complete graph only)")
     policy.add_argument("--min-survivors-fraction", type=float, default=0.5,
                         help="refuse sums over this fraction of the run's clients or fewer (default 0.5: a majority)")
+    policy.add_argument("--min-run-clients", type=_count(2), default=3,
+                        help="refuse a run that started with fewer clients (default 3: in a run of two each client, and a server "
+                             "colluding with one, reads the other's input from the sum)")
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")

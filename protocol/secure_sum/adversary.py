@@ -5,8 +5,9 @@ survivor floor (:class:`~.config.MaskConfig`), and every client to check what th
 announces against its own policy (:class:`~.policy.ClientPolicy`). Nothing here keeps state.
 
 Notation: n participants in a key epoch, out of n_run clients that started the run; C of
-them collude with the server (C = floor(corrupt_fraction * n_run): colluders do not leave
-when honest clients drop, so C is counted on the run, not on the epoch); each client has k
+them collude with the server (C = floor(corrupt_fraction * n_run), and at least one whenever
+corrupt_fraction > 0: colluders do not leave when honest clients drop, so C is counted on the
+run, not on the epoch, and no run is so small that it counts none); each client has k
 neighbours (its group is itself and them, g = k + 1 members); t is the Shamir threshold.
 
 Complete graph (Bonawitz et al., CCS 2017). Against a server that deviates from the protocol
@@ -15,7 +16,8 @@ group members sign one survivor set per sum, so to reveal a client's self-mask k
 who saw it survive) and its mask key (t shares from holders who saw it drop) the server would
 need 2t - C honest signers, more than the g - C there are. An honest-but-curious server does
 not equivocate, so t > C (and, as before, a majority) suffices. Survivors must be at least
-C + 2, so a released sum always holds two honest inputs.
+C + 2, so a released sum always holds two honest inputs: a run of fewer than C + 2 clients
+(two, with one colluder) cannot release any sum, and is refused.
 
 Sparse graph (Bell et al., CCS 2020, SecAgg+): a random Harary graph H(n, k). A client's
 colluding neighbours c_u are hypergeometric (n - 1 others, C colluders, k draws). With
@@ -88,8 +90,20 @@ class Adversary:
             raise ConfigError(f"threat must be a Threat, got {self.threat!r}")
 
     def colluders(self, n_run: int) -> int:
-        """C: how many of the run's clients may collude with the server."""
-        return math.floor(self.corrupt_fraction * n_run)
+        """C: how many of the run's clients may collude with the server: the fraction rounded
+        down, and at least one whenever the fraction is above 0. Rounding alone would count no
+        colluder in a run of two at a third, so its survivor floor would be 2 and the server,
+        with the other client on its side, would learn the first's input from the sum."""
+        if self.corrupt_fraction == 0:
+            return 0
+        return max(1, math.floor(self.corrupt_fraction * n_run))
+
+    def smallest_run(self) -> int:
+        """The fewest clients a run needs for a sum to hold two honest inputs (C + 2 <= n)."""
+        n = 2
+        while self.colluders(n) + 2 > n:
+            n += 1
+        return n
 
     def describe(self) -> str:
         return (f"{self.threat.value} server with up to {self.corrupt_fraction:.3g} of the clients colluding, "

@@ -128,6 +128,12 @@ class MaskConfig:
         positive("number of clients", n_clients, 2)
         n_run = n_clients if n_run is None else n_run
         colluders = self.adversary.colluders(n_run)
+        if colluders + 2 > n_run:  # no sum could hold two honest inputs: the colluders would learn the rest
+            raise ConfigError(
+                f"a run of {n_run} clients cannot put two honest inputs into a sum against {colluders} colluding "
+                f"(adversary corrupt_fraction={self.adversary.corrupt_fraction:.3g} counts at least one in any run): run at least "
+                f"{self.adversary.smallest_run()} clients, or assume none (corrupt_fraction=0; --corrupt-fraction 0)"
+            )
         floor = self.survivor_floor(n_run)
         survivors = floor if min_survivors is None else min_survivors
         if not floor <= survivors <= n_run:

@@ -32,6 +32,7 @@ OPTION = {
     "min_dpsgd_sigma": "--min-dpsgd-sigma",
     "allow_seeded_randomness": "--allow-seeded-randomness",
     "max_rekeys_per_round": "--max-rekeys",
+    "min_run_clients": "--min-run-clients",
 }
 
 
@@ -56,6 +57,10 @@ class ClientPolicy:
         min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
             (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
+        min_run_clients: the fewest clients a run may have started with (3 by default: a sum of
+            two tells each contributor the other's input, and a server with one of them on its
+            side the other's; a run too small to hide anyone is refused at the Welcome and at
+            every key set-up, whatever adversary this client assumes).
         allow_seeded_randomness: accept a plan whose clients draw private state (nFedGNN's W_i^(0)
             and dropout masks) from the run seed, which the server knows (off: refused, NF-INIT).
     """
@@ -70,6 +75,7 @@ class ClientPolicy:
     min_dpsgd_sigma: float = 0.0
     max_rekeys_per_round: int = 4
     allow_seeded_randomness: bool = False
+    min_run_clients: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.adversary, Adversary):
@@ -89,13 +95,18 @@ class ClientPolicy:
         r = self.max_rekeys_per_round
         if isinstance(r, bool) or not isinstance(r, int) or r < 0:
             raise ConfigError(f"max_rekeys_per_round must be an int >= 0, got {r!r}")
+        m = self.min_run_clients
+        if isinstance(m, bool) or not isinstance(m, int) or m < 2:
+            raise ConfigError(f"min_run_clients must be an int >= 2, got {m!r}")
 
     @classmethod
     def accepting(cls, config: SecureSumConfig) -> ClientPolicy:
         """The policy of clients run by the same user as the server (``secure-fedgraph run``,
-        tests, benchmarks): exactly what ``config`` asks for, so nothing is refused."""
+        tests, benchmarks): exactly what ``config`` asks for, so nothing is refused (a run of two
+        included, where ``config``'s adversary lets the server hold one)."""
         return cls(adversary=config.mask.adversary, allow_streaming=config.mask.streaming, backends=frozenset({config.backend}),
-                   min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round, allow_seeded_randomness=True)
+                   min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round, allow_seeded_randomness=True,
+                   min_run_clients=2)
 
     def colluders(self, n_run: int) -> int:
         return self.adversary.colluders(n_run)
@@ -106,6 +117,21 @@ class ClientPolicy:
 
     def _refuse(self, what: str, option: str) -> ProtocolError:
         return ProtocolError(f"{what}; this client's policy refuses it ({OPTION[option]})")
+
+    def _check_run_size(self, n_run: int) -> None:
+        """A run too small to hide anyone (threat_model.md M-POLICY): in a run of two, each
+        client reads the other's input from the sum (the server does too, with one of them)."""
+        if n_run < self.min_run_clients:
+            raise self._refuse(f"the run has {n_run} clients, fewer than {self.min_run_clients} (a sum of so few gives each "
+                               "contributor's input to the others)", "min_run_clients")
+
+    def _check_two_honest(self, n_run: int) -> None:
+        """The colluder floor: every released sum must hold two honest inputs, so a run needs
+        two clients more than its colluders (at least one whenever corrupt_fraction > 0)."""
+        c = self.colluders(n_run)
+        if c + 2 > n_run:
+            raise self._refuse(f"a run of {n_run} clients with {c} colluding cannot put two honest inputs into any sum (it needs "
+                               f"{self.adversary.smallest_run()} clients against a {self.adversary.describe()})", "adversary")
 
     # --- checks ----------------------------------------------------------------------------
     def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None,
@@ -118,6 +144,9 @@ class ClientPolicy:
         if config.backend not in self.backends:
             raise self._refuse(f"the server runs the {config.backend.value} backend, and this client accepts "
                                f"{', '.join(sorted(b.value for b in self.backends))}", "backends")
+        self._check_run_size(n_run)
+        if config.backend is Backend.MASK:
+            self._check_two_honest(n_run)
         if config.backend is Backend.MASK and config.mask.streaming and not self.allow_streaming:
             raise self._refuse("the server's mask backend allows the streaming variant (start it with --no-streaming)", "allow_streaming")
         if config.min_survivors is not None and config.min_survivors < self.floor(n_run):
@@ -177,6 +206,8 @@ class ClientPolicy:
         Raises:
             ProtocolError: naming the announced value, the bound, and the option.
         """
+        self._check_run_size(n_run)
+        self._check_two_honest(n_run)
         c = self.colluders(n_run)
         if plan.min_survivors < self.floor(n_run):
             raise self._refuse(f"server announced min_survivors={plan.min_survivors}, below {self.floor(n_run)} of the run's "

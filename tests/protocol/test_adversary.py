@@ -84,3 +84,12 @@ def test_sparse_check_explains_what_fails():
     why = sparse_check(1000, colluders=333, degree=310, threshold=236, max_dropped=120, adversary=adversary)
     assert why is not None and "honest survivors split" in why and "up to 2^11.0" in why  # more dropped neighbours than (C) allows
     assert math.isinf(log2_tail(10, 0, 3, 1))
+
+
+def test_colluders_count_at_least_one_whenever_the_fraction_is_above_zero():
+    """B2: rounding down alone counts no colluder in a run of two at a third, so a sum of the
+    two would pass as holding two honest inputs."""
+    assert [Adversary().colluders(n) for n in (2, 3, 5, 6, 10)] == [1, 1, 1, 2, 3]
+    assert Adversary(corrupt_fraction=0.05, dropout_fraction=0.05).colluders(10) == 1
+    assert Adversary(corrupt_fraction=0.0).colluders(1000) == 0
+    assert Adversary().smallest_run() == 3 and Adversary(corrupt_fraction=0.0).smallest_run() == 2

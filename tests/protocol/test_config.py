@@ -11,7 +11,6 @@ from secure_fedgraph.protocol.secure_sum import Adversary, GraphKind, MaskConfig
 @pytest.mark.parametrize(
     "n,graph,degree,threshold,survivors",
     [  # the default adversary: a deviating server with a third of the clients, 2t > group + colluders
-        (2, GraphKind.COMPLETE, 1, 2, 2),
         (3, GraphKind.COMPLETE, 2, 3, 3),  # one colluder: both others must survive, and vouch
         (10, GraphKind.COMPLETE, 9, 7, 6),  # 3 colluders: (10 + 3) // 2 + 1
         (100, GraphKind.COMPLETE, 99, 67, 51),
@@ -21,6 +20,16 @@ from secure_fedgraph.protocol.secure_sum import Adversary, GraphKind, MaskConfig
 def test_defaults(n, graph, degree, threshold, survivors):
     plan = MaskConfig().resolve(n, None)
     assert (plan.graph, plan.degree, plan.threshold, plan.min_survivors) == (graph, degree, threshold, survivors)
+
+
+def test_a_run_too_small_for_two_honest_inputs_is_refused():
+    """A third of two clients counts one colluder (never none, B2): a sum would need three."""
+    with pytest.raises(ConfigError, match="a run of 2 clients cannot put two honest inputs into a sum against 1 colluding"):
+        MaskConfig().resolve(2, None)
+    plan = MaskConfig(adversary=Adversary(corrupt_fraction=0.0)).resolve(2, None)  # stated: no colluders
+    assert (plan.degree, plan.threshold, plan.min_survivors) == (1, 2, 2)
+    with pytest.raises(ConfigError, match="run at least 7 clients"):  # 5 of 6 colluding; 7 clients hold 5 + 2
+        MaskConfig(adversary=Adversary(corrupt_fraction=0.85, dropout_fraction=0.1)).resolve(6, None)
 
 
 def test_sparse_graph_falls_back_to_complete_where_no_sparse_degree_holds():

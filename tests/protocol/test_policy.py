@@ -16,8 +16,31 @@ def _announced(n, n_run=None, **mask):
 
 
 def test_the_default_server_plan_passes_the_default_policy():
-    for n in (2, 3, 7, 100, 207):
+    for n in (3, 7, 100, 207):
         ClientPolicy().check_mask_round(_announced(n), n=n, n_run=n, rekeys=0)
+
+
+def test_a_run_of_two_is_refused_by_the_server_and_by_the_clients():
+    """B2: a third of two clients counts one colluder, so a sum would need three; the default
+    server refuses the run, and a client refuses it at the Welcome and at every key set-up, by
+    its run floor (--min-run-clients) and by its colluder floor, each naming its option."""
+    with pytest.raises(ConfigError, match=r"a run of 2 clients cannot put two honest inputs .* run at least 3 clients.*--corrupt-fraction 0"):
+        _announced(2)
+    weak = _announced(2, adversary=Adversary(corrupt_fraction=0.0))  # a server that assumes no colluders
+    assert (weak.threshold, weak.min_survivors) == (2, 2)
+    with pytest.raises(ProtocolError, match=r"the run has 2 clients, fewer than 3 .*\(--min-run-clients\)"):
+        ClientPolicy().check_mask_round(weak, n=2, n_run=2, rekeys=0)
+    with pytest.raises(ProtocolError, match=r"the run has 2 clients, fewer than 3 .*\(--min-run-clients\)"):
+        ClientPolicy().check_run(SecureSumConfig(), n_run=2)
+    with pytest.raises(ProtocolError, match=r"a run of 2 clients with 1 colluding .* needs 3 clients .*--corrupt-fraction"):
+        ClientPolicy(min_run_clients=2).check_mask_round(weak, n=2, n_run=2, rekeys=0)
+    with pytest.raises(ProtocolError, match=r"a run of 2 clients with 1 colluding"):
+        ClientPolicy(min_run_clients=2).check_run(SecureSumConfig(), n_run=2)
+    with pytest.raises(ProtocolError, match=r"the run has 3 clients, fewer than 4"):
+        ClientPolicy(min_run_clients=4).check_run(SecureSumConfig(), n_run=3)
+    ClientPolicy().check_run(SecureSumConfig(), n_run=3)
+    ClientPolicy(min_run_clients=2, adversary=Adversary(corrupt_fraction=0.0)).check_mask_round(weak, n=2, n_run=2, rekeys=0)
+    ClientPolicy(min_run_clients=2, backends=frozenset({Backend.PLAIN})).check_run(SecureSumConfig(backend=Backend.PLAIN), n_run=2)
 
 
 @pytest.mark.parametrize(
@@ -69,10 +92,12 @@ def test_accepting_a_config_is_for_one_user_playing_every_party():
     policy = ClientPolicy.accepting(config)
     assert policy.backends == {Backend.CKKS} and not policy.allow_streaming and policy.min_dp_sigma == 0
     policy.check_run(config, n_run=4, uploads_activations=True, dp_sigma=0.0)
+    assert policy.min_run_clients == 2  # a server's run of two, where its own adversary lets it hold one
 
 
 @pytest.mark.parametrize("kwargs,match", [({"min_survivors_fraction": 1.0}, "min_survivors_fraction"), ({"backends": frozenset()}, "backends"),
-                                          ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round")])
+                                          ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round"),
+                                          ({"min_run_clients": 1}, "min_run_clients"), ({"min_run_clients": 3.0}, "min_run_clients")])
 def test_policy_validation_names_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ClientPolicy(**kwargs)
