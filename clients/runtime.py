@@ -454,7 +454,7 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
         directory, resume_round = memory.resumed_directory(announced.config, announced.directory), int(resume["round"])
     identity = load_identity(keys.identity_key(client))
     role = make_client(announced.secure, client_id=client, session=welcome.header.session, identity=identity, directory=directory,
-                       policy=options.policy, signed=memory.signed)
+                       policy=options.policy, signed=memory.signed, key_epochs=memory.key_epochs)
     host = ClientHost(role=role, plan=plan.client, context=memory.context(seed=plan.seed, resume_round=resume_round))
     if options.audit and transcript is not None:
         def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk

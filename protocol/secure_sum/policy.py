@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
-from secure_fedgraph.protocol.secure_sum.adversary import Adversary, complete_threshold, sparse_check, survivor_floor
+from secure_fedgraph.protocol.secure_sum.adversary import MAX_KEY_EPOCHS, Adversary, complete_threshold, sparse_check, survivor_floor
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan, SecureSumConfig
 from secure_fedgraph.protocol.spec import SumSpec
 
@@ -33,7 +33,19 @@ OPTION = {
     "allow_seeded_randomness": "--allow-seeded-randomness",
     "max_rekeys_per_round": "--max-rekeys",
     "min_run_clients": "--min-run-clients",
+    "max_key_epochs": "--max-key-epochs",
 }
+
+
+@dataclass
+class KeyEpochCount:
+    """How many mask key epochs one logical client has taken part in over its run (every round's
+    first and its re-keys), which :meth:`ClientPolicy.check_mask_round` caps. One lives for the
+    whole run: :class:`~secure_fedgraph.protocol.resume.RunMemory` holds it and hands it to the
+    client's role of every session, as it does the signed contributions, so a server that
+    "restarts" cannot reset it (threat_model.md M-GRAPH-SPARSE)."""
+
+    seen: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,12 @@ class ClientPolicy:
         min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
             (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
+        max_key_epochs: mask key epochs this client takes part in over its whole run (rounds and
+            re-keys, across resumed sessions). Each epoch draws a fresh sparse graph, and a server
+            may abort any epoch whose graph it dislikes and start another: the cap bounds those
+            tries, and the graph's parameters must hold at 2^-(security bits + ceil(log2 cap)) per
+            epoch, so at 2^-security_bits over the run. Default 1024 (adversary.MAX_KEY_EPOCHS, the
+            server's default too): a 200-round run with all 4 re-keys in every round fits.
         min_run_clients: the fewest clients a run may have started with (3 by default: a sum of
             two tells each contributor the other's input, and a server with one of them on its
             side the other's; a run too small to hide anyone is refused at the Welcome and at
@@ -76,6 +94,7 @@ class ClientPolicy:
     max_rekeys_per_round: int = 4
     allow_seeded_randomness: bool = False
     min_run_clients: int = 3
+    max_key_epochs: int = MAX_KEY_EPOCHS
 
     def __post_init__(self) -> None:
         if not isinstance(self.adversary, Adversary):
@@ -98,6 +117,9 @@ class ClientPolicy:
         m = self.min_run_clients
         if isinstance(m, bool) or not isinstance(m, int) or m < 2:
             raise ConfigError(f"min_run_clients must be an int >= 2, got {m!r}")
+        e = self.max_key_epochs
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ConfigError(f"max_key_epochs must be an int >= 1, got {e!r}")
 
     @classmethod
     def accepting(cls, config: SecureSumConfig) -> ClientPolicy:
@@ -106,7 +128,7 @@ class ClientPolicy:
         included, where ``config``'s adversary lets the server hold one)."""
         return cls(adversary=config.mask.adversary, allow_streaming=config.mask.streaming, backends=frozenset({config.backend}),
                    min_dp_sigma=0.0, max_rekeys_per_round=config.mask.max_rekeys_per_round, allow_seeded_randomness=True,
-                   min_run_clients=2)
+                   min_run_clients=2, max_key_epochs=config.mask.max_key_epochs)
 
     def colluders(self, n_run: int) -> int:
         return self.adversary.colluders(n_run)
@@ -124,6 +146,15 @@ class ClientPolicy:
         if n_run < self.min_run_clients:
             raise self._refuse(f"the run has {n_run} clients, fewer than {self.min_run_clients} (a sum of so few gives each "
                                "contributor's input to the others)", "min_run_clients")
+
+    def _check_key_epochs(self, key_epoch: int) -> None:
+        """Grinding (threat_model.md M-GRAPH-SPARSE): a server may abort any key epoch whose graph
+        it dislikes and start another; the graph's bounds hold over ``max_key_epochs`` epochs of a
+        run (adversary.epoch_security_bits), so the next one is refused."""
+        if key_epoch > self.max_key_epochs:
+            raise self._refuse(f"server started key epoch {key_epoch} of this run, more than {self.max_key_epochs} (the sparse graph's "
+                               "bounds hold over that many; a server aborting epochs until it likes a graph gets no more tries)",
+                               "max_key_epochs")
 
     def _check_two_honest(self, n_run: int) -> None:
         """The colluder floor: every released sum must hold two honest inputs, so a run needs
@@ -200,8 +231,10 @@ class ClientPolicy:
             raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {have:.3g}{spread}, "
                                f"below {self.min_ddp_noise:g} (the server could see a sum with less noise)", "min_ddp_noise")
 
-    def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int) -> None:
-        """A mask key epoch among ``n`` participants, as an ADVERTISE announces it.
+    def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int, key_epoch: int) -> None:
+        """A mask key epoch among ``n`` participants, as an ADVERTISE announces it: the
+        ``rekeys``-th re-key of its round, and the ``key_epoch``-th key epoch (from 1) this
+        client takes part in over its run (:class:`KeyEpochCount`).
 
         Raises:
             ProtocolError: naming the announced value, the bound, and the option.
@@ -214,11 +247,12 @@ class ClientPolicy:
                                f"{n_run} clients", "min_survivors_fraction")
         if rekeys > self.max_rekeys_per_round:
             raise self._refuse(f"server started re-key {rekeys} of this round, more than {self.max_rekeys_per_round}", "max_rekeys_per_round")
+        self._check_key_epochs(key_epoch)
         if plan.graph is GraphKind.SPARSE:
             if not self.allow_sparse:
                 raise self._refuse("server announced the sparse graph", "allow_sparse")
             why = sparse_check(n, colluders=c, degree=plan.degree, threshold=plan.threshold, max_dropped=plan.max_dropped,
-                               adversary=self.adversary)
+                               adversary=self.adversary, max_key_epochs=self.max_key_epochs)
             if why is not None:
                 raise self._refuse(f"server announced a sparse graph that does not hold: {why}", "adversary")
         else:

@@ -221,6 +221,30 @@ def test_attack_a_run_of_two_releases_the_victims_input_to_its_colluder(monkeypa
                   lambda self, n_run: None)
 
 
+def test_attack_grinding_key_epochs_until_the_server_likes_the_graph(monkeypatch):
+    """C2: the server aborts every key epoch once its graph is fixed (its keys shared) and starts
+    another, hoping for a graph it likes. The graph's bounds hold over the 1,024 key epochs a
+    run may hold (2^-40 for all of them together), so a client that has taken part in 1,020
+    (a long run) takes part in four more, and refuses the fifth (--max-key-epochs); without the
+    cap it goes on, each try another chance at a failing graph. (The count and the refusal are
+    the same for complete and sparse epochs: one code path, ADVERTISE.)"""
+    from secure_fedgraph.errors import ProtocolError
+
+    cap = ClientPolicy().max_key_epochs
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), policy=ClientPolicy())
+        for role in session.clients.values():
+            role.key_epochs.seen = cap - 4
+        for _ in range(5):  # abort the epoch after its graph is fixed, start the next
+            session.start_round()
+        return all(role.key_epochs.seen == cap + 1 for role in session.clients.values())
+
+    with pytest.raises(ProtocolError, match=r"key epoch 1025 of this run, more than 1024 .*\(--max-key-epochs\)"):
+        attack()
+    defence_stops(attack, monkeypatch, ClientPolicy, "_check_key_epochs", lambda self, key_epoch: None)
+
+
 def test_the_welcome_cannot_lower_a_clients_dp_noise_or_enable_what_it_refuses():
     """What a Welcome announces is checked against the client's policy before anything is sent
     (the gRPC runtime calls check_run on every Welcome; integration tests run it end to end)."""

@@ -199,6 +199,33 @@ def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_c
     defence_stops(attack, monkeypatch, ClientRole, "_bind", lambda self, name, digest, contributors: None)
 
 
+def test_key_epochs_are_counted_over_the_run_across_sessions():
+    """A restarted server (a new session) does not reset a client's count of the run's key
+    epochs (--max-key-epochs, C2): RunMemory hands one count to the client's role of every
+    session, as it does the signed contributions."""
+    n = 3
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    directory = {c: k.public_bytes for c, k in identities.items()}
+    memories = {c: RunMemory(client_id=c, run={"plan": "p"}, directory=directory, data=None) for c in range(n)}
+    policy = ClientPolicy(max_key_epochs=3)
+
+    def new_session():
+        sid = new_session_id()
+        server = make_server(MASK, session=sid, directory=directory, clients=list(range(n)))
+        roles = {c: make_client(MASK, client_id=c, session=sid, identity=identities[c], directory=directory, policy=policy,
+                                signed=memories[c].signed, key_epochs=memories[c].key_epochs) for c in range(n)}
+        return server, LocalRunner(server, roles)
+
+    server, runner = new_session()
+    runner.run(server.setup(0))
+    runner.run(server.setup(1))
+    server, runner = new_session()  # the server "restarts"
+    runner.run(server.setup(2))
+    assert all(m.key_epochs.seen == 3 for m in memories.values())
+    with pytest.raises(ProtocolError, match=r"key epoch 4 of this run, more than 3 .*--max-key-epochs"):
+        runner.run(server.setup(3))
+
+
 def test_attack_a_restart_that_shrinks_the_run_to_lower_the_floor(monkeypatch):
     """A run of ten; the server "restarts" announcing clients 1-4 only, then a round of three
     (2, 3, 4), 3 and 4 colluding: x_2 + x_3 + x_4 minus the colluders' own inputs is x_2. A
