@@ -435,7 +435,8 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
         options.policy.check_run(announced.secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
-                                 ddp_noise=plan.ddp_noise, dpsgd_sigma=plan.dpsgd_sigma, seeded_randomness=plan.seeded_randomness)
+                                 ddp_noise=plan.ddp_noise, ddp_clip=plan.ddp_clip, dpsgd_sigma=plan.dpsgd_sigma,
+                                 seeded_randomness=plan.seeded_randomness)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
     if client not in announced.directory:

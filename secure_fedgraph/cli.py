@@ -736,7 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "latents (threat_model.md NF-INIT)")
     policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least distributed DP noise multiplier in any sum of this client's model, counted over the fewest "
-                             "contributors this client lets a sum have (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
+                             "contributors this client lets a sum have and per unit of a contribution's rounded L2 sensitivity (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
                              "be about 1.41 Z or more); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
     policy.add_argument("--min-dpsgd-sigma", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "

@@ -395,7 +395,8 @@ class CkksClient(ClientRole):
         if self.client_id not in request.live:
             raise ProtocolError(f"client {self.client_id}: not in the live set of sum {request.sum_index}")
         params = self.config.ckks.params
-        self.policy.check_noise(request.spec, live=len(request.live), least=len(request.live), private=request.spec.name in self._private)
+        self.policy.check_noise(request.spec, live=len(request.live), least=len(request.live), private=request.spec.name in self._private,
+                                precision_bits=None)  # no grid: ckks refuses a noised sum just below
         clip_range, scale_bits = self.config.ckks.encoding(request.spec, len(self._participants))  # refuses a noised sum
         x = self._fresh(request.spec)
         self._digest = self._digest_of(x)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
+from secure_fedgraph.privacy.analysis.skellam import noise_per_sensitivity
 from secure_fedgraph.protocol.secure_sum.adversary import MAX_KEY_EPOCHS, Adversary, complete_threshold, sparse_check, survivor_floor
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan, SecureSumConfig
 from secure_fedgraph.protocol.spec import SumSpec
@@ -35,6 +36,11 @@ OPTION = {
     "min_run_clients": "--min-run-clients",
     "max_key_epochs": "--max-key-epochs",
 }
+
+
+def _shown(value: float) -> str:
+    """A noise level below a floor, rounded down (0.9999995 shows as 0.999, never as 1)."""
+    return f"{math.floor(value * 1000) / 1000:g}"
 
 
 @dataclass
@@ -63,9 +69,11 @@ class ClientPolicy:
         backends: the secure-sum backends accepted (mask by default; ckks and plain only when
             listed: ckks gives every input away to one colluding client, plain to the server).
         min_dp_sigma: the least noise multiplier a plan that uploads activations may use.
-        min_ddp_noise: the least distributed-DP noise multiplier (SumSpec.noise, over the
-            expected contributors) on the sums a plan marks private (its model: FedAvg's
-            weights); 0 accepts those sums without noise, as every sum is by default.
+        min_ddp_noise: the least distributed-DP noise multiplier on the sums a plan marks
+            private (its model: FedAvg's weights), per unit of one contribution's real L2
+            sensitivity: the clip's, plus what rounding to the sum's grid adds (on a coarse grid
+            a rounded contribution can reach twice its clip); 0 accepts those sums without noise,
+            as every sum is by default.
         min_dpsgd_sigma: the least DP-SGD noise multiplier a plan's local training may use
             (0: a plan may train without DP-SGD, as every plan does by default).
         max_rekeys_per_round: key epochs a round may add after its first (each needs a dropout).
@@ -164,10 +172,31 @@ class ClientPolicy:
             raise self._refuse(f"a run of {n_run} clients with {c} colluding cannot put two honest inputs into any sum (it needs "
                                f"{self.adversary.smallest_run()} clients against a {self.adversary.describe()})", "adversary")
 
+    @staticmethod
+    def _noise_per_unit(*, noise_multiplier: float, l2_clip: float | None, precision_bits: int | None, dimension: int,
+                        contributors: int, expected: int) -> float:
+        """What :attr:`min_ddp_noise` bounds (threat_model.md DDP-FLOOR): the noise a sum over
+        ``contributors`` of ``expected`` clients carries per unit of one contribution's rounded
+        L2 sensitivity, z C 2^p sqrt(min(1, m / E)) / d2 with d2 = C 2^p + sqrt(d) / 2
+        (privacy/analysis/skellam.py, the accountant's own sensitivity). Without a grid (ckks,
+        which refuses a noised sum anyway) or a clip (not announced), z sqrt(min(1, m / E)): the
+        rounding's share is then unknown and counted as none."""
+        if precision_bits is None or l2_clip is None:
+            return noise_multiplier * math.sqrt(min(1.0, contributors / expected))
+        return noise_per_sensitivity(noise_multiplier=noise_multiplier, l2_clip=l2_clip, precision_bits=precision_bits,
+                                     dimension=dimension, contributors=contributors, expected=expected)
+
     # --- checks ----------------------------------------------------------------------------
     def check_run(self, config: SecureSumConfig, *, n_run: int, uploads_activations: bool = False, dp_sigma: float | None = None,
-                  ddp_noise: float | None = None, dpsgd_sigma: float | None = None, seeded_randomness: bool = False) -> None:
+                  ddp_noise: float | None = None, ddp_clip: float | None = None, dpsgd_sigma: float | None = None,
+                  seeded_randomness: bool = False) -> None:
         """A run's configuration, as a Welcome announces it (before anything is sent).
+
+        The distributed DP floor is checked as far as a Welcome allows: the sums' dimensions are
+        not known yet, so the rounding's share of the sensitivity is taken at its least (one
+        value, d = 1), with the announced clip ``ddp_clip`` and the backend's grid. That refuses
+        what no sum could pass; each sum is checked with its own dimension before it leaves
+        (:meth:`check_noise`).
 
         Raises:
             ProtocolError: one line naming what is refused and the option that governs it.
@@ -189,14 +218,18 @@ class ClientPolicy:
                                "min_dp_sigma")
         if self.min_ddp_noise > 0:
             least = max(config.min_survivors or 0, self.floor(n_run))
-            have = (ddp_noise or 0.0) * math.sqrt(min(1.0, least / n_run))
+            bits = None if config.backend is Backend.CKKS else config.mask.precision_bits  # plain adds mask's noise on mask's grid
+            have = self._noise_per_unit(noise_multiplier=ddp_noise or 0.0, l2_clip=ddp_clip, precision_bits=bits, dimension=1,
+                                        contributors=least, expected=n_run)
             if have < self.min_ddp_noise:
                 offered = "has no distributed DP on its model sums" if ddp_noise is None else \
-                    f"sums its model with ddp_noise={ddp_noise:g}, which leaves {have:.3g} in a sum of the {least} of {n_run} clients it may be delivered with"
-                need = self.min_ddp_noise * math.sqrt(n_run / least)
+                    f"sums its model with ddp_noise={ddp_noise:g}, which leaves {_shown(have)} in a sum of the {least} of {n_run} clients it may be delivered with"
+                per_unit = 1.0 if not ddp_noise else ddp_noise * math.sqrt(min(1.0, least / n_run)) / have  # the grid's share
+                need = self.min_ddp_noise * math.sqrt(n_run / least) * per_unit
+                grid = "" if per_unit < 1.0005 else f" at least, or a finer grid: rounding to 2^-{bits} adds to each contribution's sensitivity"
                 raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
-                                   f"in any sum of its model (start the server with --set ddp_noise={math.ceil(need * 1000) / 1000:g} or more)",
-                                   "min_ddp_noise")
+                                   f"in any sum of its model (start the server with --set ddp_noise={math.ceil(need * 1000) / 1000:g} or more"
+                                   f"{grid})", "min_ddp_noise")
         if self.min_dpsgd_sigma > 0 and (dpsgd_sigma or 0.0) < self.min_dpsgd_sigma:
             offered = "has no DP-SGD in its local training" if dpsgd_sigma is None else f"trains with dpsgd_sigma={dpsgd_sigma:g}"
             raise self._refuse(f"the plan {offered}, and this client requires a DP-SGD noise multiplier of at least {self.min_dpsgd_sigma:g} "
@@ -206,15 +239,18 @@ class ClientPolicy:
                                "which the server knows: it could recompute them and invert this client's first latents",
                                "allow_seeded_randomness")
 
-    def check_noise(self, spec: SumSpec, *, live: int, least: int, private: bool) -> None:
+    def check_noise(self, spec: SumSpec, *, live: int, least: int, private: bool, precision_bits: int | None) -> None:
         """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),
         before this client's contribution leaves it. ``private``: the plan marked this
         contribution as its model (SecureSum(..., private=True)); ``live``: the clients asked;
         ``least``: the fewest contributors the sum may be delivered with (the survivor floor this
-        client enforces; ``live`` where the server sees every input anyway). The noise counted
-        is what the sum carries in that worst case, z sqrt(min(live, least) / expected): a
-        deviating server that discards honest inputs down to the floor (claiming they dropped)
-        gets no less (threat_model.md DDP-FLOOR).
+        client enforces; ``live`` where the server sees every input anyway); ``precision_bits``:
+        the grid 2^-p of the sum's encoding, which the contribution is rounded to (None: no
+        grid, ckks). The noise counted is what the sum carries in that worst case, per unit of
+        the rounded contribution's L2 sensitivity, z C 2^p sqrt(min(live, least) / expected) /
+        (C 2^p + sqrt(size) / 2): a deviating server that discards honest inputs down to the
+        floor (claiming they dropped), or announces a coarse grid where rounding alone can
+        double a contribution's norm, gets no less (threat_model.md DDP-FLOOR).
 
         Raises:
             ProtocolError: a private sum with less noise than this client's floor, or none.
@@ -223,13 +259,22 @@ class ClientPolicy:
             return
         noise = spec.noise
         fewest = min(live, least)
-        have = 0.0 if noise is None else noise.noise_multiplier * math.sqrt(min(1.0, fewest / noise.expected_contributors))
+        have = 0.0 if noise is None else self._noise_per_unit(
+            noise_multiplier=noise.noise_multiplier, l2_clip=noise.l2_clip, precision_bits=precision_bits, dimension=spec.size,
+            contributors=fewest, expected=noise.expected_contributors)
         if have < self.min_ddp_noise:
             spread = "" if noise is None or noise.expected_contributors <= fewest else \
                 (f" (multiplier {noise.noise_multiplier:g} spread over {noise.expected_contributors} expected contributors, "
                  f"{live} asked, {fewest} may be all it is delivered with)")
-            raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {have:.3g}{spread}, "
-                               f"below {self.min_ddp_noise:g} (the server could see a sum with less noise)", "min_ddp_noise")
+            grid = ""
+            if noise is not None and precision_bits is not None:
+                scaled = noise.l2_clip * 2.0**precision_bits
+                if math.sqrt(spec.size) / 2 > 0.0005 * scaled:  # rounding costs more than a rounding error of the multiplier
+                    grid = (f" (rounded to the grid 2^-{precision_bits}, a contribution of {spec.size} values clipped to "
+                            f"{noise.l2_clip:g} can reach L2 norm {(scaled + math.sqrt(spec.size) / 2) / 2.0**precision_bits:.3g})")
+            raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {_shown(have)}{spread}{grid} "
+                               f"per unit of its sensitivity, below {self.min_ddp_noise:g} (the server could see a sum with less noise)",
+                               "min_ddp_noise")
 
     def check_mask_round(self, plan: MaskPlan, *, n: int, n_run: int, rekeys: int, key_epoch: int) -> None:
         """A mask key epoch among ``n`` participants, as an ADVERTISE announces it: the

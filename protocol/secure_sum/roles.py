@@ -250,7 +250,7 @@ class ClientRole(SecretMaterial, ABC):
         policy over the fewest contributors (``least``) the sum may be delivered with, then ``x``
         clipped and noised on the grid 2^-precision_bits before anything of it leaves
         (protocol/secure_sum/noise.py; threat_model.md DDP-NOISE, DDP-FLOOR)."""
-        self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private)
+        self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private, precision_bits=precision_bits)
         return x if spec.noise is None else noised(x, spec.noise, precision_bits=precision_bits)
 
     def _contribution(self, spec: SumSpec):
