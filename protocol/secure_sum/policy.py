@@ -226,7 +226,8 @@ class ClientPolicy:
                     f"sums its model with ddp_noise={ddp_noise:g}, which leaves {_shown(have)} in a sum of the {least} of {n_run} clients it may be delivered with"
                 per_unit = 1.0 if not ddp_noise else ddp_noise * math.sqrt(min(1.0, least / n_run)) / have  # the grid's share
                 need = self.min_ddp_noise * math.sqrt(n_run / least) * per_unit
-                grid = "" if per_unit < 1.0005 else f" at least, or a finer grid: rounding to 2^-{bits} adds to each contribution's sensitivity"
+                grid = "" if per_unit < 1.0005 else \
+                    f", or more --precision-bits: rounding to the grid 2^-{bits} adds to each contribution's sensitivity, and more in sums of more values"
                 raise self._refuse(f"the plan {offered}, and this client requires a noise multiplier of at least {self.min_ddp_noise:g} "
                                    f"in any sum of its model (start the server with --set ddp_noise={math.ceil(need * 1000) / 1000:g} or more"
                                    f"{grid})", "min_ddp_noise")

@@ -151,8 +151,8 @@ def test_a_clients_floor_at_the_welcome_counts_the_grid_at_its_least():
     refuses what no sum could pass; each sum is checked with its own size before it leaves."""
     policy = ClientPolicy(min_ddp_noise=1.0)
     coarse = SecureSumConfig(min_survivors=4, mask=MaskConfig(precision_bits=0))
-    with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.666 .* --set ddp_noise=1.5 or more at least, or a finer grid: "
-                                            r"rounding to 2\^-0"):
+    with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.666 .* --set ddp_noise=1.5 or more, or more --precision-bits: "
+                                            r"rounding to the grid 2\^-0 adds to each contribution's sensitivity"):
         policy.check_run(coarse, n_run=4, ddp_noise=1.0, ddp_clip=1.0)  # d2 >= 1 + 1/2
     policy.check_run(coarse, n_run=4, ddp_noise=1.5, ddp_clip=1.0)
     every = SecureSumConfig(min_survivors=4)  # at 20 bits rounding adds 2^-21 of the clip, still something
