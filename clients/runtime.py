@@ -445,7 +445,8 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
     n_run = len(welcome.participants) if memory is None else len(memory.directory)  # floors count the clients the run started with
     try:
         options.policy.check_run(announced.secure, n_run=n_run, uploads_activations=plan.uploads_activations, dp_sigma=plan.dp_sigma,
-                                 ddp_noise=plan.ddp_noise, dpsgd_sigma=plan.dpsgd_sigma, seeded_randomness=plan.seeded_randomness)
+                                 ddp_noise=plan.ddp_noise, ddp_clip=plan.ddp_clip, dpsgd_sigma=plan.dpsgd_sigma,
+                                 seeded_randomness=plan.seeded_randomness)
     except ProtocolError as exc:
         raise ConfigError(f"client {client}: {exc}") from None
     if client not in announced.directory:
@@ -473,7 +474,7 @@ def _host(session: bytes, *, client: int, announced: _Announced, directory, memo
     """The logical client's host for the session ``session`` (agreed when it opened)."""
     identity = load_identity(keys.identity_key(client))
     role = make_client(announced.secure, client_id=client, session=session, identity=identity, directory=directory,
-                       policy=options.policy, signed=memory.signed)
+                       policy=options.policy, signed=memory.signed, key_epochs=memory.key_epochs)
     host = ClientHost(role=role, plan=announced.plan.client, context=context)
     if options.audit and transcript is not None:
         def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk

@@ -22,6 +22,7 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.privacy.accountant import PrivacyAccountant
 from secure_fedgraph.protocol.engine import ClientContext, Resumed
+from secure_fedgraph.protocol.secure_sum.policy import KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.roles import check_directory
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 
@@ -39,7 +40,9 @@ class RunMemory(SecretMaterial):
         reproducible_noise: the client's opt-in to DP noise derived from the run seed
             (:class:`~secure_fedgraph.protocol.engine.ClientContext`); off: fresh OS randomness.
 
-    ``accountant`` is the client's own record of its DP releases, kept across sessions.
+    ``accountant`` is the client's own record of its DP releases, kept across sessions;
+    ``key_epochs`` the mask key epochs it took part in (ClientPolicy.max_key_epochs caps them over
+    the run, so a restart does not reset the count).
     """
 
     def __init__(self, *, client_id: int, run: Mapping[str, Any], directory: Mapping[int, bytes], data: Any, resumable: bool = True,
@@ -52,6 +55,7 @@ class RunMemory(SecretMaterial):
         self._boundaries: dict[int, Any] = {}
         self.reproducible_noise = reproducible_noise
         self.accountant = PrivacyAccountant()
+        self.key_epochs = KeyEpochCount()
 
     @property
     def rounds(self) -> list[int]:

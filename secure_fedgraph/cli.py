@@ -37,7 +37,8 @@ def _secure_config(args: argparse.Namespace):
         backend=Backend(args.backend),
         min_survivors=args.min_survivors,
         mask=MaskConfig(clip_range=args.clip_range, precision_bits=args.precision_bits, graph=GraphKind(args.graph), streaming=not args.no_streaming,
-                        adversary=_adversary(args), degree=args.degree, max_rekeys_per_round=args.max_rekeys),
+                        adversary=_adversary(args), degree=args.degree, max_rekeys_per_round=args.max_rekeys,
+                        max_key_epochs=args.max_key_epochs),
         ckks=CkksConfig(params=PRESETS[args.ckks_params], clip_range=args.clip_range),
     )
 
@@ -49,7 +50,8 @@ def _client_policy(args: argparse.Namespace):
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
                         min_dp_sigma=args.min_dp_sigma, min_ddp_noise=args.min_ddp_noise,
                         min_dpsgd_sigma=args.min_dpsgd_sigma, max_rekeys_per_round=args.max_rekeys,
-                        allow_seeded_randomness=args.allow_seeded_randomness)
+                        allow_seeded_randomness=args.allow_seeded_randomness, min_run_clients=args.min_run_clients,
+                        max_key_epochs=args.max_key_epochs)
 
 
 def _set_item(item: str, fields) -> tuple[str, object]:
@@ -139,10 +141,13 @@ def _add_adversary_options(group) -> None:
     group.add_argument("--corrupt-fraction", type=float, default=1 / 3,
                        help="fraction of the run's clients that may collude with the server (default 1/3)")
     group.add_argument("--dropout-fraction", type=float, default=0.1, help="fraction of clients expected to drop out (default 0.1)")
-    group.add_argument("--security-bits", type=int, default=40, help="the sparse graph fails with probability at most 2^-BITS (default 40)")
+    group.add_argument("--security-bits", type=int, default=40, help="the sparse graph fails with probability at most 2^-BITS over a run (default 40)")
     group.add_argument("--honest-but-curious", action="store_true",
                        help="assume a server that follows the protocol: lower thresholds (majority), cheaper; weaker (threat_model.md)")
     group.add_argument("--max-rekeys", type=int, default=4, help="key set-ups a round may add after its first, one per dropout (default 4)")
+    group.add_argument("--max-key-epochs", type=_count(), default=1024,
+                       help="key set-ups a whole run may hold, rounds and re-keys (default 1024); the sparse graph's bounds hold over "
+                            "all of them, at --security-bits + log2 of this per key set-up (threat_model.md M-GRAPH-SPARSE)")
 
 
 class _WithoutDefaults:
@@ -715,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--no-sparse", action="store_true", help="refuse the sparse neighbour graph (accept the complete graph only)")
     policy.add_argument("--min-survivors-fraction", type=float, default=0.5,
                         help="refuse sums over this fraction of the run's clients or fewer (default 0.5: a majority)")
+    policy.add_argument("--min-run-clients", type=_count(2), default=3,
+                        help="refuse a run that started with fewer clients (default 3: in a run of two each client, and a server "
+                             "colluding with one, reads the other's input from the sum)")
     policy.add_argument("--min-dp-sigma", type=float, default=1.0,
                         help="least DP noise multiplier on uploaded activations, for plans that upload them (cnfgnn, nfedgnn; default 1; "
                              "0 accepts no noise: the server then sees your hidden states as they are)")
@@ -728,7 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "latents (threat_model.md NF-INIT)")
     policy.add_argument("--min-ddp-noise", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least distributed DP noise multiplier in any sum of this client's model, counted over the fewest "
-                             "contributors this client lets a sum have (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
+                             "contributors this client lets a sum have and per unit of a contribution's rounded L2 sensitivity (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
                              "be about 1.41 Z or more); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
     policy.add_argument("--min-dpsgd-sigma", type=_checked(float, lambda v: positive_number("value", v, zero_ok=True)), default=0.0,
                         help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "

@@ -60,9 +60,15 @@ def test_bad_options(argv, message, capsys, tmp_path):
 
 
 def test_too_many_dropouts_is_a_clear_error(capsys):
-    # two clients of three is the minimum: dropping one of three is fine, of two is not
-    assert main(["sum-demo", "--clients", "2", "--drop", "1"]) == 2
-    assert "fewer than the 2 required" in capsys.readouterr().err
+    # with one colluder in three, every sum needs all three (two honest inputs): one dropout is too many
+    assert main(["sum-demo", "--clients", "3", "--drop", "1"]) == 2
+    assert "fewer than the 3 required" in capsys.readouterr().err
+
+
+def test_a_run_of_two_is_refused_naming_the_corrupt_fraction(capsys):
+    # a third of two clients counts one colluder: no sum of two could hold two honest inputs (B2)
+    assert main(["sum-demo", "--clients", "2", "--no-drop"]) == 2
+    assert "a run of 2 clients cannot put two honest inputs into a sum" in capsys.readouterr().err
 
 
 def test_run_cnfgnn_in_process_writes_metrics_with_privacy(tmp_path, capsys):

@@ -5,8 +5,9 @@ survivor floor (:class:`~.config.MaskConfig`), and every client to check what th
 announces against its own policy (:class:`~.policy.ClientPolicy`). Nothing here keeps state.
 
 Notation: n participants in a key epoch, out of n_run clients that started the run; C of
-them collude with the server (C = floor(corrupt_fraction * n_run): colluders do not leave
-when honest clients drop, so C is counted on the run, not on the epoch); each client has k
+them collude with the server (C = floor(corrupt_fraction * n_run), and at least one whenever
+corrupt_fraction > 0: colluders do not leave when honest clients drop, so C is counted on the
+run, not on the epoch, and no run is so small that it counts none); each client has k
 neighbours (its group is itself and them, g = k + 1 members); t is the Shamir threshold.
 
 Complete graph (Bonawitz et al., CCS 2017). Against a server that deviates from the protocol
@@ -15,11 +16,16 @@ group members sign one survivor set per sum, so to reveal a client's self-mask k
 who saw it survive) and its mask key (t shares from holders who saw it drop) the server would
 need 2t - C honest signers, more than the g - C there are. An honest-but-curious server does
 not equivocate, so t > C (and, as before, a majority) suffices. Survivors must be at least
-C + 2, so a released sum always holds two honest inputs.
+C + 2, so a released sum always holds two honest inputs: a run of fewer than C + 2 clients
+(two, with one colluder) cannot release any sum, and is refused.
 
 Sparse graph (Bell et al., CCS 2020, SecAgg+): a random Harary graph H(n, k). A client's
-colluding neighbours c_u are hypergeometric (n - 1 others, C colluders, k draws). With
-security parameter sigma (failure probability 2^-sigma, union bound over clients):
+colluding neighbours c_u are hypergeometric (n - 1 others, C colluders, k draws). Each key
+epoch draws a fresh graph, and a deviating server may abort any epoch whose graph it does not
+like and start another (grinding, up to the E = max_key_epochs key epochs a run allows), so the
+bounds hold per run: with security parameter sigma, every epoch's failure probability is at
+most 2^-(sigma + ceil(log2 E)), and the union over the E epochs at most 2^-sigma
+(:func:`epoch_security_bits`). Per epoch (union bound over clients):
 
 * (S) no honest client has c_u >= 2t - g (active; c_u >= t honest-but-curious);
 * (C) the honest survivors stay connected, so the server learns no partial sum: a cut of the
@@ -45,6 +51,22 @@ from dataclasses import dataclass
 from secure_fedgraph.errors import ConfigError
 
 CORRECTNESS_BITS = 20  # (R): how rarely honest dropouts alone may exceed d_max in some neighbourhood
+
+# Key epochs one run may hold (MaskConfig.max_key_epochs, ClientPolicy.max_key_epochs; one default
+# for both sides). The sparse graph's bounds are taken over all of them (epoch_security_bits), so
+# each doubling costs one security bit per epoch. 1024 fits a 200-round run with one key epoch per
+# round and every round using all of its default 4 re-keys (200 x 5 = 1000), for 10 bits.
+MAX_KEY_EPOCHS = 1024
+
+
+def epoch_security_bits(security_bits: int, max_key_epochs: int) -> int:
+    """The security bits each key epoch's sparse graph must have so that the union over a run's
+    ``max_key_epochs`` epochs fails with probability at most 2^-security_bits: sigma + ceil(log2 E).
+    A server that aborts every epoch whose graph it dislikes and starts another gets at most E
+    tries (clients count them and refuse the next), so grinding gains it nothing beyond 2^-sigma."""
+    if isinstance(max_key_epochs, bool) or not isinstance(max_key_epochs, int) or max_key_epochs < 1:
+        raise ConfigError(f"max_key_epochs must be an int >= 1, got {max_key_epochs!r}")
+    return security_bits + (max_key_epochs - 1).bit_length()
 
 
 class Threat(enum.Enum):
@@ -88,8 +110,20 @@ class Adversary:
             raise ConfigError(f"threat must be a Threat, got {self.threat!r}")
 
     def colluders(self, n_run: int) -> int:
-        """C: how many of the run's clients may collude with the server."""
-        return math.floor(self.corrupt_fraction * n_run)
+        """C: how many of the run's clients may collude with the server: the fraction rounded
+        down, and at least one whenever the fraction is above 0. Rounding alone would count no
+        colluder in a run of two at a third, so its survivor floor would be 2 and the server,
+        with the other client on its side, would learn the first's input from the sum."""
+        if self.corrupt_fraction == 0:
+            return 0
+        return max(1, math.floor(self.corrupt_fraction * n_run))
+
+    def smallest_run(self) -> int:
+        """The fewest clients a run needs for a sum to hold two honest inputs (C + 2 <= n)."""
+        n = 2
+        while self.colluders(n) + 2 > n:
+            n += 1
+        return n
 
     def describe(self) -> str:
         return (f"{self.threat.value} server with up to {self.corrupt_fraction:.3g} of the clients colluding, "
@@ -162,52 +196,60 @@ class SparseParameters:
     max_dropped: int  # d_max: most neighbours of a client that may be missing from the survivors
 
 
-def sparse_check(n: int, *, colluders: int, degree: int, threshold: int, max_dropped: int, adversary: Adversary) -> str | None:
-    """Why (degree, threshold, max_dropped) on H(n, degree) fails ``adversary``'s (S) or (C),
-    or None when it holds. What a client checks of a sparse round the server announces."""
+def sparse_check(n: int, *, colluders: int, degree: int, threshold: int, max_dropped: int, adversary: Adversary,
+                 max_key_epochs: int) -> str | None:
+    """Why (degree, threshold, max_dropped) on H(n, degree) fails ``adversary``'s (S) or (C) over
+    a run of up to ``max_key_epochs`` key epochs, or None when it holds. What a client checks of a
+    sparse round the server announces."""
     c = min(colluders, n - 1)
+    need = epoch_security_bits(adversary.security_bits, max_key_epochs)
+    over = f"2^-{need} per key epoch (2^-{adversary.security_bits} over a run of {max_key_epochs})"
     if not 2 <= degree < n - 1 or degree % 2 or not 1 <= threshold <= degree or not 0 <= max_dropped < degree // 2:
         return f"degree {degree}, threshold {threshold}, max_dropped {max_dropped} are not a sparse graph over {n} clients"
     if adversary.threat is Threat.HONEST_BUT_CURIOUS and threshold < majority(degree + 1):
         return f"threshold {threshold} is below a majority of the {degree + 1} members of a neighbourhood"
     bits = _security_bits_of(n, c, degree, threshold, adversary.threat)
-    if bits < adversary.security_bits:
+    if bits < need:
         return (f"with {c} colluders among {n}, some honest client has enough colluding neighbours to defeat threshold "
-                f"{threshold} at degree {degree} with probability up to 2^{-bits:.1f}, above 2^-{adversary.security_bits}")
+                f"{threshold} at degree {degree} with probability up to 2^{-bits:.1f}, above {over}")
     bits = _connectivity_bits_of(n, c, degree, max_dropped)
-    if bits < adversary.security_bits:
+    if bits < need:
         return (f"with {c} colluders among {n} and up to {max_dropped} dropped neighbours, the honest survivors split "
-                f"(a partial sum leaks) with probability up to 2^{-bits:.1f}, above 2^-{adversary.security_bits}")
+                f"(a partial sum leaks) with probability up to 2^{-bits:.1f}, above {over}")
     return None
 
 
-def sparse_at_degree(n: int, colluders: int, degree: int, adversary: Adversary) -> SparseParameters | None:
-    """(d_max, the least threshold) for H(n, degree) meeting (S), (C) and (R), or None."""
+def sparse_at_degree(n: int, colluders: int, degree: int, adversary: Adversary, *, max_key_epochs: int) -> SparseParameters | None:
+    """(d_max, the least threshold) for H(n, degree) meeting (S), (C) and (R) over a run of up to
+    ``max_key_epochs`` key epochs, or None."""
     c = min(colluders, n - 1)
+    need = epoch_security_bits(adversary.security_bits, max_key_epochs)
     d_max = _max_dropped(n, math.floor(adversary.dropout_fraction * n), degree)
-    if d_max >= degree // 2 or _connectivity_bits_of(n, c, degree, d_max) < adversary.security_bits:
+    if d_max >= degree // 2 or _connectivity_bits_of(n, c, degree, d_max) < need:
         return None
     lowest = degree // 2 + 1 if adversary.threat is Threat.ACTIVE else majority(degree + 1)
     for t in range(lowest, degree - d_max + 1):
-        if _security_bits_of(n, c, degree, t, adversary.threat) >= adversary.security_bits:
+        if _security_bits_of(n, c, degree, t, adversary.threat) >= need:
             return SparseParameters(degree, t, d_max)
     return None
 
 
 @functools.lru_cache(maxsize=1024)
-def sparse_parameters(n: int, colluders: int, adversary: Adversary) -> SparseParameters | None:
-    """The cheapest random Harary graph over n participants meeting (S), (C) and (R), or None
-    when only the complete graph does (small n, or a large corrupt fraction)."""
+def sparse_parameters(n: int, colluders: int, adversary: Adversary, *, max_key_epochs: int) -> SparseParameters | None:
+    """The cheapest random Harary graph over n participants meeting (S), (C) and (R) over a run of
+    up to ``max_key_epochs`` key epochs, or None when only the complete graph does (small n, or a
+    large corrupt fraction)."""
+    found = functools.partial(sparse_at_degree, max_key_epochs=max_key_epochs)
     degrees = list(range(2, n - 1, 2))
     lo, hi = 0, len(degrees)  # feasibility grows with the degree: bisect, then step down while it holds
     while lo < hi:
         mid = (lo + hi) // 2
-        if sparse_at_degree(n, colluders, degrees[mid], adversary) is None:
+        if found(n, colluders, degrees[mid], adversary) is None:
             lo = mid + 1
         else:
             hi = mid
     if lo == len(degrees):
         return None
-    while lo > 0 and sparse_at_degree(n, colluders, degrees[lo - 1], adversary) is not None:
+    while lo > 0 and found(n, colluders, degrees[lo - 1], adversary) is not None:
         lo -= 1
-    return sparse_at_degree(n, colluders, degrees[lo], adversary)
+    return found(n, colluders, degrees[lo], adversary)

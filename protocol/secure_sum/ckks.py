@@ -457,7 +457,8 @@ class CkksClient(ClientRole):
         if self.client_id not in live or list(live) != sorted(set(live)):
             raise ProtocolError(f"client {self.client_id}: the live set of sum {request.sum_index} must be sorted, unique and include this client")
         params = self.config.ckks.params
-        self.policy.check_noise(request.spec, live=len(live), least=len(live), private=request.spec.name in self._private)
+        self.policy.check_noise(request.spec, live=len(live), least=len(live), private=request.spec.name in self._private,
+                                precision_bits=None)  # no grid: ckks refuses a noised sum just below
         clip_range, scale_bits = self.config.ckks.encoding(request.spec, len(self._participants))  # refuses a noised sum
         x = self._fresh(request.spec)
         self._advance(request.header.round, request.sum_index)

@@ -16,6 +16,7 @@ from secure_fedgraph.crypto.ckks import PRESETS, CkksParams
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import CapacityError, ConfigError
 from secure_fedgraph.protocol.secure_sum.adversary import (
+    MAX_KEY_EPOCHS,
     Adversary,
     Threat,
     complete_threshold,
@@ -83,6 +84,12 @@ class MaskConfig:
             never masked again). False runs every sum through the full protocol (threat_model.md M-STREAM).
         max_rekeys_per_round: key epochs a round may add after its first (each follows a dropout
             that a sum could not recover from without revealing a secret); clients refuse more.
+        max_key_epochs: key epochs a whole run may hold (every round's first and its re-keys).
+            The sparse graph's bounds hold for the run, not one epoch: each epoch's graph must
+            fail with probability at most 2^-(security_bits + ceil(log2 max_key_epochs)), so a
+            server that aborts epochs whose graph it dislikes and starts others gains nothing
+            (clients count the epochs and refuse past their own cap). Default 1024: a 200-round
+            run with every round using all 4 default re-keys (1,000 epochs) fits, for 10 bits.
     """
 
     clip_range: float = 8.0
@@ -95,6 +102,7 @@ class MaskConfig:
     threshold: int | None = None
     streaming: bool = True
     max_rekeys_per_round: int = 4
+    max_key_epochs: int = MAX_KEY_EPOCHS
 
     def __post_init__(self) -> None:
         FixedPoint(self.clip_range, self.precision_bits, self.ring_bits or 64)  # validates all three
@@ -112,6 +120,7 @@ class MaskConfig:
         if not isinstance(self.streaming, bool):
             raise ConfigError(f"streaming must be a bool, got {self.streaming!r}")
         positive("max_rekeys_per_round", self.max_rekeys_per_round, 0)
+        positive("max_key_epochs", self.max_key_epochs, 1)
 
     def survivor_floor(self, n_run: int) -> int:
         """The default min_survivors: a majority of the run's clients, and two more than the colluders."""
@@ -128,6 +137,12 @@ class MaskConfig:
         positive("number of clients", n_clients, 2)
         n_run = n_clients if n_run is None else n_run
         colluders = self.adversary.colluders(n_run)
+        if colluders + 2 > n_run:  # no sum could hold two honest inputs: the colluders would learn the rest
+            raise ConfigError(
+                f"a run of {n_run} clients cannot put two honest inputs into a sum against {colluders} colluding "
+                f"(adversary corrupt_fraction={self.adversary.corrupt_fraction:.3g} counts at least one in any run): run at least "
+                f"{self.adversary.smallest_run()} clients, or assume none (corrupt_fraction=0; --corrupt-fraction 0)"
+            )
         floor = self.survivor_floor(n_run)
         survivors = floor if min_survivors is None else min_survivors
         if not floor <= survivors <= n_run:
@@ -137,18 +152,19 @@ class MaskConfig:
             )
         sparse = self.graph is GraphKind.SPARSE or (self.graph is GraphKind.AUTO and n_clients > self.complete_up_to)
         if sparse and self.degree is None:
-            found = sparse_parameters(n_clients, colluders, self.adversary)
+            found = sparse_parameters(n_clients, colluders, self.adversary, max_key_epochs=self.max_key_epochs)
             sparse = found is not None and (self.threshold is None or self.threshold >= found.threshold)
             if sparse:
                 degree, threshold, max_dropped = found.degree, self.threshold or found.threshold, found.max_dropped
         elif sparse and self.degree < n_clients - 1:
             degree = self.degree
-            found = sparse_at_degree(n_clients, colluders, degree, self.adversary)
+            found = sparse_at_degree(n_clients, colluders, degree, self.adversary, max_key_epochs=self.max_key_epochs)
             if found is None:
                 raise ConfigError(f"degree={degree} cannot hold against a {self.adversary.describe()} with {n_clients} participants: "
                                   f"leave degree unset (the least degree that holds), or state a weaker adversary")
             threshold, max_dropped = self.threshold or found.threshold, found.max_dropped
-            why = sparse_check(n_clients, colluders=colluders, degree=degree, threshold=threshold, max_dropped=max_dropped, adversary=self.adversary)
+            why = sparse_check(n_clients, colluders=colluders, degree=degree, threshold=threshold, max_dropped=max_dropped, adversary=self.adversary,
+                               max_key_epochs=self.max_key_epochs)
             if why is not None:
                 raise ConfigError(f"threshold={threshold} at degree={degree} does not hold against a {self.adversary.describe()}: {why}")
         else:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy, KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 
@@ -43,8 +43,10 @@ def make_client(
     directory: Mapping[int, bytes],
     policy: ClientPolicy | None = None,
     signed: SignedContributions | None = None,
+    key_epochs: KeyEpochCount | None = None,
 ) -> ClientRole:
     """A client role; ``policy`` is the client's own minimums (default: accept ``config``);
-    ``signed``: its signed contributions from earlier sessions of a resumed run (R-RESUME)."""
+    ``signed``: its signed contributions from earlier sessions of a resumed run (R-RESUME);
+    ``key_epochs``: the key epochs it took part in over the run (ClientPolicy.max_key_epochs)."""
     return _classes(config.backend)[1](config, client_id=client_id, session=session, identity=identity, directory=directory, policy=policy,
-                                       signed=signed)
+                                       signed=signed, key_epochs=key_epochs)

@@ -195,7 +195,8 @@ class MaskClient(ClientRole):
             raise self._fail(f"unknown graph kind {request.graph!r}") from None
         if plan.graph is GraphKind.AUTO:
             raise self._fail("the announced graph must be complete or sparse")
-        self.policy.check_mask_round(plan, n=len(participants), n_run=self.n_run, rekeys=rekeys)
+        self.policy.check_mask_round(plan, n=len(participants), n_run=self.n_run, rekeys=rekeys, key_epoch=self.key_epochs.seen + 1)
+        self.key_epochs.seen += 1  # counted once accepted: over the run, across sessions (ClientPolicy.max_key_epochs)
         keys, seed, nonce = RoundKeys.generate(), os.urandom(shamir.SECRET_BYTES), self._graph_nonce()
         self._epoch = _Epoch(request.header.round, request.epoch, plan, participants, keys, seed, nonce, rekeys)
         lab = self._labels(self._epoch)

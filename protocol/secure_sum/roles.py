@@ -30,7 +30,7 @@ from secure_fedgraph.errors import ConfigError, DropoutError, ProtocolError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.noise import noised
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy, KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
@@ -189,7 +189,9 @@ class ClientRole(SecretMaterial, ABC):
     asks for, for runs where one user plays every party); ``directory`` lists every client
     the run started with. ``signed``: the contributor sets this client signed its contributions
     into in earlier sessions of the same run (a resumed run; threat_model.md R-RESUME), shared
-    by its roles of every session; None outside runs that can resume.
+    by its roles of every session; None outside runs that can resume. ``key_epochs``: the key
+    epochs this client took part in over its run, shared the same way (a fresh count, this
+    session's only, when None; ClientPolicy.max_key_epochs caps it).
     """
 
     backend: Backend
@@ -206,9 +208,11 @@ class ClientRole(SecretMaterial, ABC):
         directory: Mapping[int, bytes],
         policy: ClientPolicy | None = None,
         signed: SignedContributions | None = None,
+        key_epochs: KeyEpochCount | None = None,
     ) -> None:
         self.config = config
         self.signed = signed
+        self.key_epochs = key_epochs if key_epochs is not None else KeyEpochCount()
         self.client_id = client_id
         self.session = session
         self.identity = identity
@@ -246,7 +250,7 @@ class ClientRole(SecretMaterial, ABC):
         policy over the fewest contributors (``least``) the sum may be delivered with, then ``x``
         clipped and noised on the grid 2^-precision_bits before anything of it leaves
         (protocol/secure_sum/noise.py; threat_model.md DDP-NOISE, DDP-FLOOR)."""
-        self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private)
+        self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private, precision_bits=precision_bits)
         return x if spec.noise is None else noised(x, spec.noise, precision_bits=precision_bits)
 
     def _contribution(self, spec: SumSpec):

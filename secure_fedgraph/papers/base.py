@@ -43,6 +43,12 @@ class Plan(ABC):
         return getattr(self.config, "ddp_noise", None)
 
     @property
+    def ddp_clip(self) -> float | None:
+        """The L2 clip of each client's contribution to the plan's model sums with distributed DP
+        (None: no such option); with the grid it sets what --min-ddp-noise counts per unit of."""
+        return getattr(self.config, "ddp_clip", None)
+
+    @property
     def seeded_randomness(self) -> bool:
         """Whether the plan's clients draw private state (initial weights, dropout masks) from the
         run seed, which the server knows; clients refuse it unless --allow-seeded-randomness."""

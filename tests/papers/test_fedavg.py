@@ -75,7 +75,7 @@ def test_clients_with_a_ddp_floor_refuse_a_run_without_it():
     of 3 of the 4 (the survivor floor) would carry 0.87 (DDP-FLOOR); with ddp_noise=1.16 the run
     completes."""
     policy = ClientPolicy(backends=frozenset({Backend.MASK}), min_dp_sigma=0.0, min_ddp_noise=1.0)
-    with pytest.raises(ProtocolError, match="noise multiplier 0, below 1"):
+    with pytest.raises(ProtocolError, match="noise multiplier 0 per unit of its sensitivity, below 1"):
         simulate(FedAvgVector(FedAvgVectorConfig(clients=4, length=50)), SecureSumConfig(), policy=policy)
     with pytest.raises(ProtocolError, match=r"multiplier 0.866 \(multiplier 1 spread over 4 expected contributors, 4 asked, 3 may be all"):
         simulate(FedAvgVector(FedAvgVectorConfig(clients=4, length=50, ddp_noise=1.0)), SecureSumConfig(), policy=policy)

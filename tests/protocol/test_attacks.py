@@ -277,6 +277,61 @@ def test_attack_a_round_of_two_with_a_colluder_releases_the_other(monkeypatch):
     defence_stops(attack, monkeypatch, ClientPolicy, "check_mask_round", lambda self, plan, **kw: None)
 
 
+def test_attack_a_run_of_two_releases_the_victims_input_to_its_colluder(monkeypatch):
+    """B2: a run of two clients, 0 the victim and 1 colluding with the server. The server's own
+    configuration counts no colluder, so it announces floor 2 and threshold 2 and releases
+    x0 + x1; the colluder subtracts its own input. A client with the default policy refuses the
+    run. Two conditions refuse it, each on its own: the colluder floor (a corrupt fraction above
+    0 counts at least one colluder, so a sum needs 3 clients, more than the run has), shown for a
+    client that lowered --min-run-clients to 2; and --min-run-clients (3), shown for a client
+    that assumes no colluders at all (the other client still reads its input from the sum)."""
+    import math
+
+    from secure_fedgraph.protocol.secure_sum import Adversary
+
+    def attack(client_policy: ClientPolicy) -> bool:
+        session = local_session(SecureSumConfig(mask=MaskConfig(adversary=NO_COLLUDERS)), range(2), policy=client_policy)
+        session.start_round()
+        inputs = make_inputs(range(2), shapes=SHAPE)
+        total = session.secure_sum("s", inputs)
+        return _close(total.values["w"] - inputs[1]["w"], inputs[0]["w"])  # the colluder knows its own input
+
+    from secure_fedgraph.errors import ProtocolError
+
+    with pytest.raises(ProtocolError, match=r"the run has 2 clients, fewer than 3 .*\(--min-run-clients\)"):
+        attack(ClientPolicy())  # the default policy
+    with pytest.raises(ProtocolError, match=r"a run of 2 clients with 1 colluding cannot put two honest inputs .*--corrupt-fraction"):
+        attack(ClientPolicy(min_run_clients=2))
+    defence_stops(lambda: attack(ClientPolicy(min_run_clients=2)), monkeypatch, Adversary, "colluders",
+                  lambda self, n_run: math.floor(self.corrupt_fraction * n_run))  # rounded down only: none in a run of two
+    defence_stops(lambda: attack(ClientPolicy(adversary=NO_COLLUDERS)), monkeypatch, ClientPolicy, "_check_run_size",
+                  lambda self, n_run: None)
+
+
+def test_attack_grinding_key_epochs_until_the_server_likes_the_graph(monkeypatch):
+    """C2: the server aborts every key epoch once its graph is fixed (its keys shared) and starts
+    another, hoping for a graph it likes. The graph's bounds hold over the 1,024 key epochs a
+    run may hold (2^-40 for all of them together), so a client that has taken part in 1,020
+    (a long run) takes part in four more, and refuses the fifth (--max-key-epochs); without the
+    cap it goes on, each try another chance at a failing graph. (The count and the refusal are
+    the same for complete and sparse epochs: one code path, ADVERTISE.)"""
+    from secure_fedgraph.errors import ProtocolError
+
+    cap = ClientPolicy().max_key_epochs
+
+    def attack() -> bool:
+        session = local_session(MASK, range(5), policy=ClientPolicy())
+        for role in session.clients.values():
+            role.key_epochs.seen = cap - 4
+        for _ in range(5):  # abort the epoch after its graph is fixed, start the next
+            session.start_round()
+        return all(role.key_epochs.seen == cap + 1 for role in session.clients.values())
+
+    with pytest.raises(ProtocolError, match=r"key epoch 1025 of this run, more than 1024 .*\(--max-key-epochs\)"):
+        attack()
+    defence_stops(attack, monkeypatch, ClientPolicy, "_check_key_epochs", lambda self, key_epoch: None)
+
+
 def test_the_welcome_cannot_lower_a_clients_dp_noise_or_enable_what_it_refuses():
     """What a Welcome announces is checked against the client's policy before anything is sent
     (the gRPC runtime calls check_run on every Welcome; integration tests run it end to end)."""

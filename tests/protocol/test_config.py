@@ -11,11 +11,10 @@ from secure_fedgraph.protocol.secure_sum import Adversary, GraphKind, MaskConfig
 @pytest.mark.parametrize(
     "n,graph,degree,threshold,survivors",
     [  # the default adversary: a deviating server with a third of the clients, 2t > group + colluders
-        (2, GraphKind.COMPLETE, 1, 2, 2),
         (3, GraphKind.COMPLETE, 2, 3, 3),  # one colluder: both others must survive, and vouch
         (10, GraphKind.COMPLETE, 9, 7, 6),  # 3 colluders: (10 + 3) // 2 + 1
         (100, GraphKind.COMPLETE, 99, 67, 51),
-        (1000, GraphKind.SPARSE, 310, 236, 501),  # Bell et al.'s bounds at 40 bits, 10% dropouts
+        (1000, GraphKind.SPARSE, 342, 261, 501),  # Bell et al.'s bounds at 40 bits over 1024 key epochs, 10% dropouts
     ],
 )
 def test_defaults(n, graph, degree, threshold, survivors):
@@ -23,11 +22,21 @@ def test_defaults(n, graph, degree, threshold, survivors):
     assert (plan.graph, plan.degree, plan.threshold, plan.min_survivors) == (graph, degree, threshold, survivors)
 
 
+def test_a_run_too_small_for_two_honest_inputs_is_refused():
+    """A third of two clients counts one colluder (never none, B2): a sum would need three."""
+    with pytest.raises(ConfigError, match="a run of 2 clients cannot put two honest inputs into a sum against 1 colluding"):
+        MaskConfig().resolve(2, None)
+    plan = MaskConfig(adversary=Adversary(corrupt_fraction=0.0)).resolve(2, None)  # stated: no colluders
+    assert (plan.degree, plan.threshold, plan.min_survivors) == (1, 2, 2)
+    with pytest.raises(ConfigError, match="run at least 7 clients"):  # 5 of 6 colluding; 7 clients hold 5 + 2
+        MaskConfig(adversary=Adversary(corrupt_fraction=0.85, dropout_fraction=0.1)).resolve(6, None)
+
+
 def test_sparse_graph_falls_back_to_complete_where_no_sparse_degree_holds():
     plan = MaskConfig(graph=GraphKind.SPARSE).resolve(10, None)  # a third colluding: no degree below 9 holds
     assert plan.graph is GraphKind.COMPLETE and plan.degree == 9
     plan = MaskConfig(graph=GraphKind.SPARSE).resolve(207, None)
-    assert plan.graph is GraphKind.SPARSE and plan.degree == 138
+    assert plan.graph is GraphKind.SPARSE and plan.degree == 146
 
 
 def test_a_weaker_stated_adversary_gives_a_cheaper_graph_and_honest_but_curious_lower_thresholds():

@@ -16,6 +16,7 @@ from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSum
 from secure_fedgraph.protocol.secure_sum.config import MaskConfig
 from secure_fedgraph.protocol.secure_sum.noise import clip_l2, noised
 from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+from secure_fedgraph.privacy.analysis.skellam import sensitivities
 from tests.helpers import config_for, defence_stops
 
 SIZE = 3000  # values per sum: each sum gives SIZE draws of the aggregate's noise
@@ -120,16 +121,16 @@ def test_attack_a_server_announcing_less_noise_than_a_clients_floor(monkeypatch)
 def test_a_clients_floor_refuses_no_noise_and_noise_spread_over_more_clients_than_asked():
     policy = ClientPolicy(min_ddp_noise=1.0)
     noiseless = SumSpec.of("weights", {"w": np.zeros(3)})
-    with pytest.raises(ProtocolError, match=r"noise multiplier 0, below 1 .*--min-ddp-noise"):
-        policy.check_noise(noiseless, live=4, least=4, private=True)
-    policy.check_noise(noiseless, live=4, least=4, private=False)  # error sums and statistics: not the client's model
+    with pytest.raises(ProtocolError, match=r"noise multiplier 0 per unit of its sensitivity, below 1 .*--min-ddp-noise"):
+        policy.check_noise(noiseless, live=4, least=4, private=True, precision_bits=20)
+    policy.check_noise(noiseless, live=4, least=4, private=False, precision_bits=20)  # error sums and statistics: not the client's model
     spread = SumSpec.of("weights", {"w": np.zeros(3)}, noise=SumNoise(l2_clip=1.0, noise_multiplier=2.0, expected_contributors=40))
     with pytest.raises(ProtocolError, match=r"multiplier 0.632 \(multiplier 2 spread over 40 expected contributors, 4 asked, 4 may be all"):
-        policy.check_noise(spread, live=4, least=4, private=True)
-    policy.check_noise(spread, live=16, least=16, private=True)  # 2 sqrt(16/40) = 1.26
+        policy.check_noise(spread, live=4, least=4, private=True, precision_bits=20)
+    policy.check_noise(spread, live=16, least=16, private=True, precision_bits=20)  # 2 sqrt(16/40) = 1.26
     # the survivor floor counts: 16 asked, but a sum of 8 may be delivered: 2 sqrt(8/40) = 0.894
     with pytest.raises(ProtocolError, match=r"multiplier 0.894 \(multiplier 2 spread over 40 expected contributors, 16 asked, 8 may be all"):
-        policy.check_noise(spread, live=16, least=8, private=True)
+        policy.check_noise(spread, live=16, least=8, private=True, precision_bits=20)
 
 
 def test_a_clients_floor_at_the_welcome_counts_the_fewest_contributors_it_accepts():
@@ -141,14 +142,69 @@ def test_a_clients_floor_at_the_welcome_counts_the_fewest_contributors_it_accept
     with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.866 in a sum of the 3 of 4 clients .* --set ddp_noise=1.155 or more"):
         policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=1.0)
     policy.check_run(SecureSumConfig(), n_run=4, ddp_noise=1.155)
-    policy.check_run(SecureSumConfig(min_survivors=4), n_run=4, ddp_noise=1.0)  # a server that needs every client
+    policy.check_run(SecureSumConfig(min_survivors=4), n_run=4, ddp_noise=1.0)  # a server that needs every client (no clip announced)
+
+
+def test_a_clients_floor_at_the_welcome_counts_the_grid_at_its_least():
+    """The Welcome announces the clip and the grid, not the sums' dimensions: the floor is
+    checked per unit of the least sensitivity rounding allows (one value: C 2^p + 1/2), which
+    refuses what no sum could pass; each sum is checked with its own size before it leaves."""
+    policy = ClientPolicy(min_ddp_noise=1.0)
+    coarse = SecureSumConfig(min_survivors=4, mask=MaskConfig(precision_bits=0))
+    with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.666 .* --set ddp_noise=1.5 or more, or more --precision-bits: "
+                                            r"rounding to the grid 2\^-0 adds to each contribution's sensitivity"):
+        policy.check_run(coarse, n_run=4, ddp_noise=1.0, ddp_clip=1.0)  # d2 >= 1 + 1/2
+    policy.check_run(coarse, n_run=4, ddp_noise=1.5, ddp_clip=1.0)
+    every = SecureSumConfig(min_survivors=4)  # at 20 bits rounding adds 2^-21 of the clip, still something
+    with pytest.raises(ProtocolError, match=r"ddp_noise=1, which leaves 0.999 .* --set ddp_noise=1.001 or more\)"):
+        policy.check_run(every, n_run=4, ddp_noise=1.0, ddp_clip=1.0)
+    policy.check_run(every, n_run=4, ddp_noise=1.001, ddp_clip=1.0)
+
+
+def test_attack_a_coarse_grid_halves_the_noise_per_unit_of_sensitivity(monkeypatch):
+    """D3: clients require noise multiplier 1 on their model sums (--min-ddp-noise 1). A
+    deviating server announces noise multiplier exactly 1 over 4 clients who must all
+    contribute, but a coarse grid 2^-5 for a sum of 4,096 values clipped to L2 norm 1: the clip
+    is 32 integer units there, and rounding each value can add sqrt(4096)/2 = 32 more, so a
+    rounded contribution's sensitivity is twice the clip's and the noise per unit of it half the
+    floor. With the defence the clients refuse before their input leaves; without it (the floor
+    counted per unit of the clip, z sqrt(m / E)) the sum the server holds carries noise of about
+    0.5 per unit of a contribution's sensitivity."""
+    policy = ClientPolicy(min_ddp_noise=1.0)
+    size, bits = 4096, 5
+    config = SecureSumConfig(min_survivors=4, mask=MaskConfig(precision_bits=bits))
+    _, sensitivity = sensitivities(l2_clip=1.0, precision_bits=bits, dimension=size)
+    assert sensitivity == 2 * 2**bits
+
+    def attack() -> bool:
+        sent: list[int] = []
+
+        def watch(direction, stage, client, data):
+            if direction == "up" and stage is Stage.INPUT:
+                sent.append(client)
+            return data
+
+        session = local_session(config, range(4), policy=policy, intercept=watch)
+        session.start_round()
+        noise = SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=4)
+        try:
+            result = session.secure_sum("weights", {c: {"w": np.zeros(size)} for c in range(4)}, noise=noise, private=True)
+        except ProtocolError as refused:
+            assert not sent and "per unit of its sensitivity, below 1" in str(refused)  # before anything of an input left
+            raise
+        per_unit = float(np.std(result.values["w"])) * 2**bits / sensitivity  # the noise's std in integer units, per unit of d2
+        return per_unit < 0.55  # about 0.5 (1.1% sampling error): half the floor
+
+    defence_stops(attack, monkeypatch, ClientPolicy, "_noise_per_unit",
+                  staticmethod(lambda *, noise_multiplier, contributors, expected, **kw: noise_multiplier * math.sqrt(min(1.0, contributors / expected))))
 
 
 def test_attack_a_server_discarding_honest_inputs_down_to_the_survivor_floor(monkeypatch):
     """Ten clients require noise multiplier 1 on their model sums (--min-ddp-noise 1), and the
-    server announces exactly 1 over the 10 it asks. Then it discards three honest inputs,
-    claiming those clients dropped, and delivers the sum of the other seven: it carries
-    1 x sqrt(7/10) = 0.84 of the noise. With the defence the clients count the noise over the
+    server announces 1.001 over the 10 it asks (just above 1 per unit of a contribution's
+    sensitivity at the 20-bit grid). Then it discards three honest inputs, claiming those
+    clients dropped, and delivers the sum of the other seven: it carries 1.001 x sqrt(7/10) =
+    0.84 of the noise. With the defence the clients count the noise over the
     survivor floor their consistency check enforces (6 of 10: 0.77) and refuse before anything
     leaves them; without it (the noise counted over the clients asked) the server holds a sum
     below their floor. (Four discarded would leave too few holders of the dropped clients'
@@ -160,10 +216,11 @@ def test_attack_a_server_discarding_honest_inputs_down_to_the_survivor_floor(mon
     def attack() -> bool:
         session = local_session(SecureSumConfig(), clients, policy=policy, drop={Stage.INPUT: {7, 8, 9}})
         session.start_round()
-        noise = SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=10)
+        noise = SumNoise(l2_clip=1.0, noise_multiplier=1.001, expected_contributors=10)
         result = session.secure_sum("weights", {c: {"w": np.zeros(SIZE)} for c in clients}, noise=noise, private=True)
         assert len(result.contributors) == 7 and session.server._plan.min_survivors == 6
         return float(np.std(result.values["w"])) < 0.9  # sqrt(0.7) = 0.84 of the floor's standard deviation (0.7% error)
 
     defence_stops(attack, monkeypatch, ClientPolicy, "check_noise",
-                  lambda self, spec, *, live, least, private: honest_check(self, spec, live=live, least=live, private=private))
+                  lambda self, spec, *, live, least, private, precision_bits: honest_check(self, spec, live=live, least=live, private=private,
+                                                                                           precision_bits=precision_bits))

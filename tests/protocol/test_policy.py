@@ -16,8 +16,31 @@ def _announced(n, n_run=None, **mask):
 
 
 def test_the_default_server_plan_passes_the_default_policy():
-    for n in (2, 3, 7, 100, 207):
-        ClientPolicy().check_mask_round(_announced(n), n=n, n_run=n, rekeys=0)
+    for n in (3, 7, 100, 207):
+        ClientPolicy().check_mask_round(_announced(n), n=n, n_run=n, rekeys=0, key_epoch=1)
+
+
+def test_a_run_of_two_is_refused_by_the_server_and_by_the_clients():
+    """B2: a third of two clients counts one colluder, so a sum would need three; the default
+    server refuses the run, and a client refuses it at the Welcome and at every key set-up, by
+    its run floor (--min-run-clients) and by its colluder floor, each naming its option."""
+    with pytest.raises(ConfigError, match=r"a run of 2 clients cannot put two honest inputs .* run at least 3 clients.*--corrupt-fraction 0"):
+        _announced(2)
+    weak = _announced(2, adversary=Adversary(corrupt_fraction=0.0))  # a server that assumes no colluders
+    assert (weak.threshold, weak.min_survivors) == (2, 2)
+    with pytest.raises(ProtocolError, match=r"the run has 2 clients, fewer than 3 .*\(--min-run-clients\)"):
+        ClientPolicy().check_mask_round(weak, n=2, n_run=2, rekeys=0, key_epoch=1)
+    with pytest.raises(ProtocolError, match=r"the run has 2 clients, fewer than 3 .*\(--min-run-clients\)"):
+        ClientPolicy().check_run(SecureSumConfig(), n_run=2)
+    with pytest.raises(ProtocolError, match=r"a run of 2 clients with 1 colluding .* needs 3 clients .*--corrupt-fraction"):
+        ClientPolicy(min_run_clients=2).check_mask_round(weak, n=2, n_run=2, rekeys=0, key_epoch=1)
+    with pytest.raises(ProtocolError, match=r"a run of 2 clients with 1 colluding"):
+        ClientPolicy(min_run_clients=2).check_run(SecureSumConfig(), n_run=2)
+    with pytest.raises(ProtocolError, match=r"the run has 3 clients, fewer than 4"):
+        ClientPolicy(min_run_clients=4).check_run(SecureSumConfig(), n_run=3)
+    ClientPolicy().check_run(SecureSumConfig(), n_run=3)
+    ClientPolicy(min_run_clients=2, adversary=Adversary(corrupt_fraction=0.0)).check_mask_round(weak, n=2, n_run=2, rekeys=0, key_epoch=1)
+    ClientPolicy(min_run_clients=2, backends=frozenset({Backend.PLAIN})).check_run(SecureSumConfig(backend=Backend.PLAIN), n_run=2)
 
 
 @pytest.mark.parametrize(
@@ -32,36 +55,48 @@ def test_the_default_server_plan_passes_the_default_policy():
 def test_weaker_announcements_are_refused_naming_the_option(change, match):
     plan = dataclasses.replace(_announced(10), **change)
     with pytest.raises(ProtocolError, match=match):
-        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=0)
+        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=0, key_epoch=1)
 
 
 def test_the_floor_counts_on_the_runs_start_not_the_round():
     plan = _announced(4, n_run=10)  # a later round among 4 of 10: the floor stays 6
     assert plan.min_survivors == 6
     with pytest.raises(ProtocolError, match="below 6 of the run's 10"):
-        ClientPolicy().check_mask_round(dataclasses.replace(plan, min_survivors=3), n=4, n_run=10, rekeys=0)
+        ClientPolicy().check_mask_round(dataclasses.replace(plan, min_survivors=3), n=4, n_run=10, rekeys=0, key_epoch=1)
 
 
 def test_re_keys_are_bounded_and_streaming_and_sparse_graphs_are_opt_outs():
     plan = _announced(10)
     with pytest.raises(ProtocolError, match=r"re-key 5 of this round, more than 4;.*--max-rekeys"):
-        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=5)
+        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=5, key_epoch=1)
     with pytest.raises(ProtocolError, match="streaming variant.*--no-streaming"):
-        ClientPolicy(allow_streaming=False).check_mask_round(plan, n=10, n_run=10, rekeys=0)
+        ClientPolicy(allow_streaming=False).check_mask_round(plan, n=10, n_run=10, rekeys=0, key_epoch=1)
     sparse = _announced(207)
     assert sparse.graph is GraphKind.SPARSE
     with pytest.raises(ProtocolError, match="--no-sparse"):
-        ClientPolicy(allow_sparse=False).check_mask_round(sparse, n=207, n_run=207, rekeys=0)
+        ClientPolicy(allow_sparse=False).check_mask_round(sparse, n=207, n_run=207, rekeys=0, key_epoch=1)
     streaming_sparse = MaskPlan(GraphKind.SPARSE, sparse.degree, sparse.threshold, sparse.min_survivors, sparse.max_dropped, True)
     with pytest.raises(ProtocolError, match="streaming variant with the sparse graph"):
-        ClientPolicy().check_mask_round(streaming_sparse, n=207, n_run=207, rekeys=0)
+        ClientPolicy().check_mask_round(streaming_sparse, n=207, n_run=207, rekeys=0, key_epoch=1)
+
+
+def test_key_epochs_are_capped_per_run_and_the_graph_must_hold_over_all_of_them():
+    plan = _announced(10)
+    ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=0, key_epoch=1024)
+    with pytest.raises(ProtocolError, match=r"server started key epoch 1025 of this run, more than 1024 .*\(--max-key-epochs\)"):
+        ClientPolicy().check_mask_round(plan, n=10, n_run=10, rekeys=0, key_epoch=1025)
+    per_epoch = _announced(1000, max_key_epochs=1)  # a server that bounds each key epoch alone: a cheaper graph
+    assert per_epoch.degree < _announced(1000).degree
+    with pytest.raises(ProtocolError, match=r"above 2\^-50 per key epoch \(2\^-40 over a run of 1024\).*--security-bits"):
+        ClientPolicy().check_mask_round(per_epoch, n=1000, n_run=1000, rekeys=0, key_epoch=1)
+    ClientPolicy(max_key_epochs=1).check_mask_round(per_epoch, n=1000, n_run=1000, rekeys=0, key_epoch=1)  # a client allowing one
 
 
 def test_an_honest_but_curious_policy_is_an_explicit_opt_in_that_accepts_lower_thresholds():
     cheap = dataclasses.replace(_announced(10), threshold=6)
     with pytest.raises(ProtocolError):
-        ClientPolicy().check_mask_round(cheap, n=10, n_run=10, rekeys=0)
-    ClientPolicy(adversary=Adversary(threat=Threat.HONEST_BUT_CURIOUS)).check_mask_round(cheap, n=10, n_run=10, rekeys=0)
+        ClientPolicy().check_mask_round(cheap, n=10, n_run=10, rekeys=0, key_epoch=1)
+    ClientPolicy(adversary=Adversary(threat=Threat.HONEST_BUT_CURIOUS)).check_mask_round(cheap, n=10, n_run=10, rekeys=0, key_epoch=1)
 
 
 def test_accepting_a_config_is_for_one_user_playing_every_party():
@@ -69,10 +104,14 @@ def test_accepting_a_config_is_for_one_user_playing_every_party():
     policy = ClientPolicy.accepting(config)
     assert policy.backends == {Backend.CKKS} and not policy.allow_streaming and policy.min_dp_sigma == 0
     policy.check_run(config, n_run=4, uploads_activations=True, dp_sigma=0.0)
+    assert policy.min_run_clients == 2  # a server's run of two, where its own adversary lets it hold one
+    assert ClientPolicy.accepting(SecureSumConfig(mask=MaskConfig(max_key_epochs=5000))).max_key_epochs == 5000
 
 
 @pytest.mark.parametrize("kwargs,match", [({"min_survivors_fraction": 1.0}, "min_survivors_fraction"), ({"backends": frozenset()}, "backends"),
-                                          ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round")])
+                                          ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round"),
+                                          ({"min_run_clients": 1}, "min_run_clients"), ({"min_run_clients": 3.0}, "min_run_clients"),
+                                          ({"max_key_epochs": 0}, "max_key_epochs")])
 def test_policy_validation_names_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ClientPolicy(**kwargs)

@@ -18,7 +18,8 @@ from secure_fedgraph.protocol import session as session_module
 from secure_fedgraph.protocol.crash_point import CrashPoint
 from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.resume import RunMemory
-from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage, SumSpec, make_client, make_server
+from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, GraphKind, SecureSumConfig, Stage, SumSpec, make_client, make_server
+from secure_fedgraph.protocol.secure_sum.config import MaskPlan
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, new_session_id
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
@@ -225,26 +226,58 @@ def test_attack_a_restarted_server_reusing_its_session_id(monkeypatch):
     defence_stops(attack, monkeypatch, session_module, "agreed_session", lambda *, proposal, **kw: proposal)
 
 
+def test_key_epochs_are_counted_over_the_run_across_sessions():
+    """A restarted server (a new session) does not reset a client's count of the run's key
+    epochs (--max-key-epochs, C2): RunMemory hands one count to the client's role of every
+    session, as it does the signed contributions."""
+    n = 3
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    directory = {c: k.public_bytes for c, k in identities.items()}
+    memories = {c: RunMemory(client_id=c, run={"plan": "p"}, directory=directory, data=None) for c in range(n)}
+    policy = ClientPolicy(max_key_epochs=3)
+
+    def new_session():
+        sid = new_session_id()
+        server = make_server(MASK, session=sid, directory=directory, clients=list(range(n)))
+        roles = {c: make_client(MASK, client_id=c, session=sid, identity=identities[c], directory=directory, policy=policy,
+                                signed=memories[c].signed, key_epochs=memories[c].key_epochs) for c in range(n)}
+        return server, LocalRunner(server, roles)
+
+    server, runner = new_session()
+    runner.run(server.setup(0))
+    runner.run(server.setup(1))
+    server, runner = new_session()  # the server "restarts"
+    runner.run(server.setup(2))
+    assert all(m.key_epochs.seen == 3 for m in memories.values())
+    with pytest.raises(ProtocolError, match=r"key epoch 4 of this run, more than 3 .*--max-key-epochs"):
+        runner.run(server.setup(3))
+
+
 def test_attack_a_restart_that_shrinks_the_run_to_lower_the_floor(monkeypatch):
-    """A run of five; the server "restarts" with clients 3 and 4 only, 4 colluding, and a round
-    of two: x_3 + x_4 minus the colluder's own input is x_3. A resumed session's floors count the
-    clients the run started with (five: at least three contributors), not the ones announced."""
-    n = 5
+    """A run of ten; the server "restarts" announcing clients 1-4 only, then a round of three
+    (2, 3, 4), 3 and 4 colluding: x_2 + x_3 + x_4 minus the colluders' own inputs is x_2. A
+    resumed session's floors count the clients the run started with (ten: at least six
+    contributors), not the four announced (three). (A restart down to two is refused anyway,
+    by every client's --min-run-clients and colluder floor.)"""
+    n = 10
     inputs = make_inputs(range(n), shapes={"w": (16,)})
     identities = {c: IdentityKey.generate() for c in range(n)}
     directory = {c: k.public_bytes for c, k in identities.items()}
-    memories = {c: RunMemory(client_id=c, run={"plan": "p"}, directory=directory, data=None) for c in (3, 4)}  # after session 1
+    memories = {c: RunMemory(client_id=c, run={"plan": "p"}, directory=directory, data=None) for c in (2, 3, 4)}  # after session 1
+
+    class ThreeServer(WeakServer):
+        weak = MaskPlan(GraphKind.COMPLETE, 2, 3, 3, 2, False)  # what a run of four would need of a round of three
 
     def attack() -> bool:
-        sid, pair = new_session_id(), {3: directory[3], 4: directory[4]}
-        server = WeakServer(MASK, session=sid, directory=pair, clients=[3, 4])
+        sid, four = new_session_id(), {c: directory[c] for c in (1, 2, 3, 4)}
+        server = ThreeServer(MASK, session=sid, directory=four, clients=[1, 2, 3, 4])
         roles = {c: make_client(MASK, client_id=c, session=sid, identity=identities[c], policy=ClientPolicy(),
-                                directory=memories[c].resumed_directory({"plan": "p"}, pair), signed=memories[c].signed) for c in (3, 4)}
+                                directory=memories[c].resumed_directory({"plan": "p"}, four), signed=memories[c].signed) for c in (2, 3, 4)}
         runner = LocalRunner(server, roles)
-        runner.run(server.setup(0, participants=[3, 4]))
-        for c in (3, 4):
+        runner.run(server.setup(0, participants=[2, 3, 4]))
+        for c in (2, 3, 4):
             roles[c].contribute("s", inputs[c])
-        total = runner.run(server.aggregate(SumSpec.of("s", inputs[3])))
-        return _close(total.values["w"] - inputs[4]["w"], inputs[3]["w"])
+        total = runner.run(server.aggregate(SumSpec.of("s", inputs[2])))
+        return _close(total.values["w"] - inputs[3]["w"] - inputs[4]["w"], inputs[2]["w"])
 
     defence_stops(attack, monkeypatch, RunMemory, "run_directory", lambda self, announced: dict(announced))

@@ -151,10 +151,10 @@ def test_clients_give_up_after_the_connect_timeout_and_say_why(tmp_path):
 
 
 def test_a_launched_server_reports_its_port(tmp_path):
-    keys = init_keys(tmp_path / "keys", clients=2).root
-    run = start_server(tmp_path, "--plan", "fedavg-vector", "--clients", "2", "--set", "rounds=1", "--set", "length=10", certs=keys)
+    keys = init_keys(tmp_path / "keys", clients=3).root
+    run = start_server(tmp_path, "--plan", "fedavg-vector", "--clients", "3", "--set", "rounds=1", "--set", "length=10", certs=keys)
     try:
-        run.client("0-1")
+        run.client("0-2")
         output = run.wait(timeout=120)
         assert f"listening on 127.0.0.1:{run.port}" in output and (run.out / "metrics.json").exists()
     finally:

@@ -43,6 +43,17 @@ def sensitivities(*, l2_clip: float, precision_bits: int, dimension: int) -> tup
     return min(math.sqrt(dimension) * l2, l2 * l2), l2
 
 
+def noise_per_sensitivity(*, noise_multiplier: float, l2_clip: float, precision_bits: int, dimension: int, contributors: int,
+                          expected: int) -> float:
+    """The noise standard deviation of a sum over ``contributors`` of ``expected`` clients, per
+    unit of one client's rounded L2 sensitivity: z C 2^p sqrt(min(1, m / E)) / d2, integer units
+    (every client adds variance (z C 2^p)^2 / E). At a fine grid it is z sqrt(m / E); on a coarse
+    one the rounding adds up to sqrt(d)/2 to d2 (at p = 0, d = 4, C = 1: twice the clip), and the
+    same noise buys that much less. What a client's distributed DP floor bounds (DDP-FLOOR)."""
+    _, l2 = sensitivities(l2_clip=l2_clip, precision_bits=precision_bits, dimension=dimension)
+    return noise_multiplier * l2_clip * 2.0**precision_bits * math.sqrt(min(1.0, contributors / expected)) / l2
+
+
 def skellam_rdp(release: SkellamRelease, order: int) -> float:
     """RDP of one release at integer ``order`` > 1 (Theorem 3.5); infinite without noise."""
     if order < 2 or int(order) != order:
