@@ -1,0 +1,140 @@
+"""`make mutate`: mutation testing of the security checks with mutmut (a recipe, not part of `make test`).
+
+A check that no test fails without is a check nobody knows works (issue 29, item 9). mutmut
+changes one thing at a time in the check modules (a comparison flipped, a condition negated, a
+constant moved, a call's argument dropped) and runs the tests that reach the changed function;
+a mutant no test fails on "survived". README "Mutation testing" lists every survivor and why it
+changes nothing a test could see.
+
+mutmut mutates files under their own paths and imports them from ``mutants/``, while this
+repository installs protocol/, server/ and clients/ under ``secure_fedgraph`` (pyproject's
+package-dir). So the package is staged as installed, in ``build/mutate/secure_fedgraph`` with
+``protocol/`` inside, next to a copy of the tests, and mutmut runs there. The tests it runs are
+the in-process security tests (no gRPC: mutmut forks a process per mutant, and gRPC does not
+survive a fork).
+
+    python -m tests.mutation                      # every module in MODULES
+    python -m tests.mutation --modules session    # a part of them (by MODULES key)
+    python -m tests.mutation --report             # the kill rates of the last run, no new run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE = ROOT / "build" / "mutate"
+
+# the check code: what a client or server verifies before it reveals, accepts or releases anything
+MODULES = {
+    "session": "secure_fedgraph/protocol/session.py",
+    "policy": "secure_fedgraph/protocol/secure_sum/policy.py",
+    "keyring": "secure_fedgraph/protocol/secure_sum/keyring.py",
+    "signed": "secure_fedgraph/protocol/secure_sum/signed.py",
+    "mask_client": "secure_fedgraph/protocol/secure_sum/mask_client.py",
+    "mask_server": "secure_fedgraph/protocol/secure_sum/mask_server.py",
+    "ckks": "secure_fedgraph/protocol/secure_sum/ckks.py",
+}
+
+# the tests mutmut may run: in-process, covering the modules above
+TESTS = ["tests/protocol", "tests/crypto/test_labels.py"]
+
+# installed layout: repository folder -> where it sits under the staged package
+LAYOUT = {"secure_fedgraph": "secure_fedgraph", "protocol": "secure_fedgraph/protocol", "server": "secure_fedgraph/server",
+          "clients": "secure_fedgraph/clients"}
+
+KILLED = {1, 3, 37}  # mutmut's exit codes for a mutant a test (or the type check) caught
+SURVIVED = {0}
+NOT_REACHED = {5, 33}  # no test calls the function
+
+
+def stage(modules: list[str]) -> None:
+    """Lay the package out as installed in STAGE, with the tests and mutmut's configuration."""
+    shutil.rmtree(STAGE, ignore_errors=True)  # every run from scratch: a mutant is judged against today's tests
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder, target in LAYOUT.items():
+        shutil.copytree(ROOT / folder, STAGE / target, ignore=ignore, dirs_exist_ok=True)
+    shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=ignore)
+    paths = [MODULES[m] for m in modules]
+    toml = [
+        "[tool.mutmut]",
+        f"source_paths = {json.dumps(paths)}",
+        'also_copy = ["secure_fedgraph"]',
+        f"pytest_add_cli_args_test_selection = {json.dumps(TESTS)}",
+        'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]',
+        "",
+        "[tool.pytest.ini_options]",
+        'addopts = "-ra --strict-markers"',
+        'markers = ["slow: larger parameter sets"]',
+    ]
+    (STAGE / "pyproject.toml").write_text("\n".join(toml) + "\n")
+
+
+def mutmut(*args: str) -> int:
+    """Run mutmut in STAGE with this interpreter."""
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.call([sys.executable, "-m", "mutmut", *args], cwd=STAGE, env=env)
+
+
+def report(modules: list[str]) -> dict[str, Counter]:
+    """Per module: mutants killed, survived, not reached by any test, other (timeouts); printed
+    as a table, with the survivors' names (`mutmut show NAME` in build/mutate shows each)."""
+    counts: dict[str, Counter] = {}
+    survivors: list[str] = []
+    for module in modules:
+        meta = STAGE / "mutants" / (MODULES[module] + ".meta")
+        if not meta.exists():
+            continue
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        count = Counter()
+        for name, code in codes.items():
+            kind = "killed" if code in KILLED else "survived" if code in SURVIVED else "not reached" if code in NOT_REACHED else \
+                "not run" if code is None else "other"
+            count[kind] += 1
+            if kind in ("survived", "not reached"):
+                survivors.append(f"{kind}: {name}")
+        counts[module] = count
+    print("| module | mutants | killed | survived | not reached | other | kill rate |")
+    print("|---|---|---|---|---|---|---|")
+    total = Counter()
+    for module, count in counts.items():
+        total += count
+        n = sum(count.values())
+        print(f"| {MODULES[module]} | {n} | {count['killed']} | {count['survived']} | {count['not reached']} | {count['other'] + count['not run']} | "
+              f"{100 * count['killed'] / max(1, n):.1f}% |")
+    n = sum(total.values())
+    print(f"| all | {n} | {total['killed']} | {total['survived']} | {total['not reached']} | {total['other'] + total['not run']} | "
+          f"{100 * total['killed'] / max(1, n):.1f}% |")
+    for line in survivors:
+        print(line)
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=list(MODULES), help="which check modules to mutate (default: all)")
+    parser.add_argument("--report", action="store_true", help="print the kill rates of the last run without running")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once (default: one per core)")
+    args = parser.parse_args(argv)
+    if not args.report:
+        try:
+            import mutmut as _  # noqa: F401
+        except ImportError:
+            parser.error("mutmut is not installed: pip install -e '.[mutate]'")
+        stage(args.modules)
+        code = mutmut("run", "--max-children", str(args.max_children))
+        if code:
+            return code
+    report(args.modules)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
