@@ -140,6 +140,31 @@ def test_a_plaintext_offset_passes_the_count_lane_but_not_the_check_lanes():
     assert client._matches(honest, {0, 1, 2}, pending, bound)
 
 
+def test_every_chunks_check_lanes_are_checked_not_only_the_first():
+    """C-CHECK over a sum of several ciphertexts: a plaintext offset in the second chunk only
+    (the first untouched) is refused as surely as one in the first."""
+    session = local_session(CKKS, range(3), record=True)
+    session.start_round()
+    params = CKKS.ckks.params
+    size = params.data_slots + 100  # two chunks
+    inputs = make_inputs(range(3), shapes={"w": (size,)})
+    session.secure_sum("s", inputs)
+    uploads = [codec.decode(d).ciphertexts for s, c, d in session.runner.received if s is Stage.INPUT]
+    total = None
+    for blobs in uploads:
+        total = session.server.context.add(total, [session.server.context.load(b) for b in blobs])
+    assert len(total) == 2
+    client = session.clients[0]
+    pending = _Pending(0, 0, client.last_result.spec, (0, 1, 2), 8.0, params.scale_bits)
+    bound = params.error_bound(3, clip_range=8.0)
+    _, _, honest = client._context.decrypt_checked([v.serialize() for v in total], n_values=size, n_contributors=3)
+    assert client._matches(honest, {0, 1, 2}, pending, bound)
+    for shifted_chunk in (0, 1):
+        shifted = [v + ([100.0] * 50 + [0.0] * (v.size() - 50)) if j == shifted_chunk else v for j, v in enumerate(total)]
+        _, _, chunks = client._context.decrypt_checked([v.serialize() for v in shifted], n_values=size, n_contributors=3)
+        assert not client._matches(chunks, {0, 1, 2}, pending, bound), shifted_chunk
+
+
 def test_dealer_uploads_the_secret_context_once_not_once_per_peer():
     session = local_session(CKKS, range(10))
     session.start_round()
