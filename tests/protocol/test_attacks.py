@@ -699,6 +699,45 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
     defence_stops(attack, monkeypatch, MaskClient, "_opened", raising)
 
 
+@pytest.mark.parametrize("half", ["seed", "mask key"])
+def test_attack_a_dealer_sealing_one_wrong_half_of_a_share_costs_the_dealer(monkeypatch, half):
+    """Client 4 seals a share envelope that opens and holds the right share of one secret but a
+    wrong share of the other (committing to the right ones, signing it all): a holder that kept
+    it would reveal the wrong share at RECOVER or UNMASK and be blamed for the dealer's lie. Each
+    holder checks both halves against the dealer's commitments, complains, and the dealer alone
+    is excluded; the sum is delivered over the honest clients. Without the check of that half,
+    the holders keep the share and the liar stays in."""
+    offset = 0 if half == "seed" else shamir.SHARE_BYTES
+
+    def wrong_half(identity, role, response):
+        ep = role._epoch
+        _VIEWS[role.client_id] = ep.view
+        lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch}
+
+        def reseal(envelope):
+            payload = bytearray(keyring.open_from(ep.sealing[envelope.holder], envelope, aad_purpose=Purpose.SHARE_AAD, **lab, view=ep.view))
+            payload[offset] ^= 1
+            return keyring.seal_for(ep.sealing[envelope.holder], bytes(payload), aad_purpose=Purpose.SHARE_AAD, **lab, owner=envelope.owner,
+                                    holder=envelope.holder, view=ep.view).data
+
+        sealed, committed = _signed_as(identity, response, reseal)
+        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+
+    def attack() -> bool:
+        delivered, excluded, _ = _one_liar_runs(4, wrong_half)
+        return not delivered or excluded != {4}
+
+    def one_half_only(self, ep, committed, seed_share, key_share):  # the check of ``half`` removed
+        if committed is None:
+            return False
+        lab, owner = self._labels(ep), committed.owner
+        if half == "seed":
+            return committed.key_hash == keyring.share_commitment(key_share, kind="mask_key", **lab, owner=owner, holder=self.client_id)
+        return committed.seed_hash == keyring.share_commitment(seed_share, kind="seed", **lab, owner=owner, holder=self.client_id)
+
+    defence_stops(attack, monkeypatch, MaskClient, "_dealt_as_committed", one_half_only)
+
+
 def test_attack_a_client_advertising_one_public_key_twice_costs_only_itself(monkeypatch):
     """F5. Client 4 advertises the same public key as its share key and its mask key: before,
     every honest neighbour refused the relayed keys and left the run. Now the server refuses the
