@@ -268,3 +268,13 @@ def under_open_file_limit(argv: list[str], soft: int, hard: int = -1) -> list[st
     import sys
 
     return [sys.executable, "-c", _EXEC_UNDER_LIMIT, str(soft), str(hard), *argv]
+
+
+def default_policy_session(*args, policy=None, **kwargs):
+    """``local_session`` with every client on its default policy (``ClientPolicy()``, the one a
+    user gets) unless the test passes another: attack tests run against the defaults, and a test
+    about a weaker option says so (``policy=ClientPolicy.accepting(config)``)."""
+    from secure_fedgraph.protocol.local import local_session
+    from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+
+    return local_session(*args, policy=ClientPolicy() if policy is None else policy, **kwargs)

@@ -22,7 +22,6 @@ from secure_fedgraph.errors import ProtocolError, SecureFedGraphError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol import session as session_module
 from secure_fedgraph.protocol.engine import ClientContext, ClientHost
-from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.secure_sum import (
     Backend,
     ClientPolicy,
@@ -50,7 +49,9 @@ from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
 from secure_fedgraph.protocol.spec import SumResult
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
+from tests.helpers import default_policy_session as local_session
 from tests.helpers import NO_COLLUDERS, WeakServer, defence_stops, make_inputs
+
 
 MASK = SecureSumConfig(backend=Backend.MASK)
 SHAPE = {"w": (16,)}
@@ -449,7 +450,7 @@ def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
                 seen["key"][client] = codec.decode(data).self_mask_key
             return data
 
-        session = local_session(config, range(n), intercept=spy)
+        session = local_session(config, range(n), intercept=spy, policy=ClientPolicy.accepting(config))  # a graph this small holds against a weaker adversary only
         session.server.__class__ = Splitting
         session.start_round()
         server = session.server
@@ -523,7 +524,7 @@ def test_attack_a_colluder_grinding_its_keys_for_a_graph_of_colluders(monkeypatc
             commitment = keyring.graph_commitment(epoch.nonce, keyring.keys_hash(adverts[last]), **lab, client=last)
             return codec.encode(dataclasses.replace(response, keys=adverts[last], graph_commitment=commitment))
 
-        session = held["session"] = local_session(config, range(n), intercept=intercept, identities=identities)
+        session = held["session"] = local_session(config, range(n), intercept=intercept, identities=identities, policy=ClientPolicy.accepting(config))  # a graph this small holds against a weaker adversary only
         session.start_round()
         inputs = make_inputs(range(n), shapes=SHAPE)
         session.secure_sum("s", inputs)

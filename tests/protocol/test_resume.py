@@ -16,7 +16,6 @@ from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
 from secure_fedgraph.protocol.engine import ClientContext
 from secure_fedgraph.protocol import session as session_module
 from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, GraphKind, SecureSumConfig, Stage, SumSpec, make_client, make_server
 from secure_fedgraph.protocol.secure_sum.config import MaskPlan
@@ -25,7 +24,9 @@ from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig
+from tests.helpers import default_policy_session as local_session
 from tests.helpers import UEA_DIR, WeakServer, defence_stops, make_inputs, needs_uea
+
 
 TINY = FedAvgGRUConfig(rounds=3, sensors=5, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)
 MASK = SecureSumConfig(backend=Backend.MASK)
