@@ -123,3 +123,143 @@ def test_a_key_epoch_that_does_not_advance_is_refused():
     session.runner.intercept = hook
     with pytest.raises(ProtocolError, match=f"key epoch {epoch} does not follow epoch {epoch}"):
         session.runner.run(session.server._key_setup(set(range(N - 1))))  # fewer clients: only the epoch is wrong
+
+
+def _sums(session, count: int):
+    session.start_round()
+    inputs = make_inputs(range(N), shapes=SHAPE)
+    return [session.secure_sum(f"s{i}", inputs) for i in range(count)]
+
+
+def _rewriting(rules, *, drop=None):
+    """A session whose server rewrites requests to VICTIM: ``rules`` maps (stage, sum_index or
+    None) to ``change(request) -> request``; the sum index is counted per stage, from 0."""
+    seen: dict = {}
+
+    def hook(d, s, c, data):
+        if d != "down" or c != VICTIM:
+            return data
+        index = seen[s] = seen.get(s, -1) + 1
+        change = rules.get((s, index)) or rules.get((s, None))
+        return codec.encode(change(codec.decode(data))) if change else data
+
+    return local_session(MASK, range(N), policy=ClientPolicy(), intercept=hook, drop=drop)
+
+
+def test_a_graph_step_in_a_complete_graph_epoch_is_refused():
+    from secure_fedgraph.protocol.messages import Header
+    from secure_fedgraph.protocol.secure_sum.messages import GraphRequest
+
+    session = local_session(MASK, range(N), policy=ClientPolicy())
+    session.start_round()
+    client = session.clients[VICTIM]
+    with pytest.raises(ProtocolError, match="a graph step belongs to a sparse key epoch, once"):
+        client._on_graph(GraphRequest(Header(client.session, 0, 99, Stage.GRAPH, -1), b"\0" * 32 * N))
+
+
+@pytest.mark.parametrize("what", ["envelopes and commitments", "envelopes only"])
+def test_share_envelopes_sent_again_in_a_later_sum_are_refused(what):
+    """Shares are dealt once per key epoch: a server sending envelopes again (to have a client
+    open, and complain about, another set) is refused, with or without commitments."""
+    first: dict = {}
+
+    def keep(request):
+        first["shares"], first["commitments"] = request.shares, request.share_commitments
+        return request
+
+    def again(request):
+        return dataclasses.replace(request, shares=first["shares"],
+                                   share_commitments=first["commitments"] if what == "envelopes and commitments" else ())
+
+    with pytest.raises(ProtocolError, match="shares arrived again"):
+        _sums(_rewriting({(Stage.INPUT, 0): keep, (Stage.INPUT, 1): again}), 2)
+
+
+@pytest.mark.parametrize("case", ["to another holder", "from a client that is not a neighbour", "twice from one dealer",
+                                  "again from a dealer whose envelope did not open"])
+def test_a_client_refuses_a_share_envelope_it_was_not_dealt(case):
+    def change(request):
+        shares = list(request.shares)
+        first = shares[0]
+        if case == "to another holder":
+            shares[0] = dataclasses.replace(first, holder=first.holder + 1)
+        elif case == "from a client that is not a neighbour":
+            shares.append(dataclasses.replace(first, owner=N + 7))
+        elif case == "twice from one dealer":
+            shares.append(first)
+        else:
+            spoiled = dataclasses.replace(first, data=bytes(len(first.data)))
+            shares[0] = spoiled
+            shares.append(first)
+        return dataclasses.replace(request, shares=tuple(shares))
+
+    with pytest.raises(ProtocolError, match="unexpected share envelope"):
+        _sums(_rewriting({(Stage.INPUT, 0): change}), 1)
+
+
+def test_an_envelope_without_its_dealers_commitment_is_set_aside_and_not_complained_about():
+    """The server withholds dealer 2's commitment to client 0's envelope. Client 0 cannot tell
+    the shares are the dealt ones, so it holds none of them (revealing them could get it blamed),
+    and it does not complain: a complaint reveals the envelope's key, which with the envelope
+    would hand the server client 0's shares of dealer 2's secrets."""
+    answers = []
+
+    def strip(request):
+        return dataclasses.replace(request, share_commitments=tuple(c for c in request.share_commitments if c.owner != 2))
+
+    session = _rewriting({(Stage.INPUT, 0): strip})
+    hook = session.runner.intercept
+
+    def watch(d, s, c, data):
+        out = hook(d, s, c, data)
+        if (d, s, c) == ("up", Stage.INPUT, VICTIM):
+            answers.append(codec.decode(out))
+        return out
+
+    session.runner.intercept = watch
+    _sums(session, 1)
+    epoch = session.clients[VICTIM]._epoch
+    assert 2 not in epoch.held and 2 in epoch.bad_dealers and {1, 3, 4} <= set(epoch.held)
+    assert answers and answers[0].complaints == ()
+
+
+@pytest.mark.parametrize("case", ["a signature from a non-survivor", "a second, different signature of one survivor"])
+def test_a_client_refuses_consistency_signatures_that_are_not_one_per_survivor(case):
+    from secure_fedgraph.protocol.secure_sum.messages import Signature
+
+    def change(request):
+        if case == "a signature from a non-survivor":
+            extra = Signature(4, bytes(64))  # client 4 dropped before its input
+        else:
+            extra = Signature(request.signatures[0].client, bytes(64))
+        return dataclasses.replace(request, signatures=(*request.signatures, extra))
+
+    with pytest.raises(ProtocolError, match="not a survivor, or a second, different one"):
+        _sums(_rewriting({(Stage.UNMASK, 0): change}, drop={Stage.INPUT: {4}}), 1)
+
+
+def test_a_client_whose_mask_key_share_left_is_never_live_again_in_its_epoch():
+    """Client 4 drops before its input to sum 0, so client 0 reveals its share of 4's mask key.
+    The server then lists 4 as live for sum 1 of the same key epoch: client 0 refuses, since
+    masking with 4's pairwise key, which the server can now rebuild, would unmask its input."""
+
+    def readmit(request):
+        return dataclasses.replace(request, live=tuple(range(N)))
+
+    with pytest.raises(ProtocolError, match="whose recovery secrets were revealed"):
+        _sums(_rewriting({(Stage.INPUT, 1): readmit}, drop={Stage.INPUT: {4}}), 2)
+
+
+@pytest.mark.parametrize(("case", "match"), [("a client twice", "once each"), ("a client that is not a survivor", "verified survivors"),
+                                            ("this client", "other than this client")])
+def test_a_client_refuses_a_recovery_request_that_breaks_one_rule(case, match):
+    """Client 4 goes silent after its input, so the others reveal their shares of its seed. The
+    request must name verified survivors other than the client asked, once each."""
+
+    def change(request):
+        missing = {"a client twice": (*request.missing, *request.missing), "a client that is not a survivor": (*request.missing, N + 3),
+                   "this client": (VICTIM, *request.missing)}[case]
+        return dataclasses.replace(request, missing=missing)
+
+    with pytest.raises(ProtocolError, match=match):
+        _sums(_rewriting({(Stage.RECOVER, 0): change}, drop={Stage.UNMASK: {4}}), 1)
