@@ -110,10 +110,11 @@ def test_an_envelope_opens_only_where_it_was_sealed(change):
     key = os.urandom(32)
     sealed = seal_for(key, b"shares", **ENVELOPE, owner=1, holder=2)
     assert open_from(key, sealed, **ENVELOPE) == b"shares"
-    pair = {k: change.pop(k) for k in ("owner", "holder") if k in change}
+    pair = {k: v for k, v in change.items() if k in ("owner", "holder")}
+    label = {k: v for k, v in change.items() if k not in pair}
     moved = dataclasses.replace(sealed, **pair)
     with pytest.raises(ProtocolError, match="fails authentication"):
-        open_from(key, moved, **{**ENVELOPE, **change})
+        open_from(key, moved, **{**ENVELOPE, **label})
 
 
 def test_every_statement_and_commitment_changes_with_each_of_its_fields():
