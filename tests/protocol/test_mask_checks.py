@@ -15,6 +15,7 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.secure_sum import mask_client as mask_client_module
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from tests.helpers import make_inputs, plain_sum
 
@@ -263,3 +264,80 @@ def test_a_client_refuses_a_recovery_request_that_breaks_one_rule(case, match):
 
     with pytest.raises(ProtocolError, match=match):
         _sums(_rewriting({(Stage.RECOVER, 0): change}, drop={Stage.UNMASK: {4}}), 1)
+
+
+@pytest.mark.parametrize(("case", "match"), [("without this client", "include this client"), ("out of order", "sorted, unique"),
+                                            ("a client twice", "sorted, unique"), ("a client without an identity", "not in the identity directory")])
+def test_a_client_refuses_an_advertise_request_whose_participants_break_one_rule(case, match):
+    participants = {"without this client": tuple(range(1, N)), "out of order": tuple(reversed(range(N))), "a client twice": (0, 1, 1, 2, 3, 4),
+                    "a client without an identity": (*range(N), N + 5)}[case]
+    with pytest.raises(ProtocolError, match=match):
+        _sums(_rewriting({(Stage.ADVERTISE, 0): lambda r: dataclasses.replace(r, participants=participants)}), 1)
+
+
+def test_re_keys_per_round_are_counted_by_the_client():
+    """--max-rekeys 1: a round may have one re-key (among fewer clients, after a dropout); the
+    client refuses the second, whatever the server counts."""
+    session = local_session(MASK, range(N), policy=ClientPolicy(max_rekeys_per_round=1))
+    session.start_round()
+    session.runner.run(session.server._key_setup(set(range(N - 1))))
+    assert session.clients[VICTIM]._epoch.rekeys == 1
+    with pytest.raises(ProtocolError, match="re-key 2 of this round, more than 1"):
+        session.runner.run(session.server._key_setup(set(range(N - 2))))
+
+
+@pytest.mark.parametrize(("case", "match"), [("a neighbour's keys twice", "not a \\(new\\) neighbour"),
+                                            ("one key as both of a client's keys", "a public key already in use"),
+                                            ("one client's key as another's", "a public key already in use")])
+def test_a_client_refuses_relayed_keys_that_break_one_rule(case, match):
+    """Keys are relayed once per neighbour, and no public key is two clients' or serves as a
+    client's share and mask key both (with the server's keys relayed twice, one pair key would
+    be known to it). The server's own check at ADVERTISE is bypassed here: this is the client's."""
+    from secure_fedgraph.protocol.secure_sum import mask_server
+
+    def change(request):
+        peers = list(request.peers)
+        if case == "a neighbour's keys twice":
+            peers.append(peers[0])
+        elif case == "one key as both of a client's keys":
+            peers[0] = dataclasses.replace(peers[0], mask_public=peers[0].share_public)
+        else:
+            peers[1] = dataclasses.replace(peers[1], share_public=peers[0].share_public)
+        return dataclasses.replace(request, peers=tuple(peers))
+
+    session = _rewriting({(Stage.SHARE_KEYS, 0): change})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mask_server, "verify_keys", lambda *a, **k: None)
+        patch.setattr(mask_client_module, "verify_keys", lambda *a, **k: None)  # the signature is not what is tested here
+        with pytest.raises(ProtocolError, match=match):
+            _sums(session, 1)
+
+
+@pytest.mark.parametrize(("case", "match"), [("out of order", "sorted, unique"), ("a client outside the epoch", "within the members")])
+def test_a_client_refuses_a_live_set_that_breaks_one_rule(case, match):
+    live = tuple(reversed(range(N))) if case == "out of order" else (*range(N), N + 2)
+    with pytest.raises(ProtocolError, match=match):
+        _sums(_rewriting({(Stage.INPUT, 0): lambda r: dataclasses.replace(r, live=live)}), 1)
+
+
+def test_a_sum_delivered_before_the_client_verified_it_is_refused():
+    """A server that skips the consistency and unmask steps and delivers at once: the client
+    verified nothing about the survivors, so it releases nothing."""
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest
+
+    captured = {}
+
+    def keep(request):
+        captured["input"] = request
+        return request
+
+    session = _rewriting({(Stage.INPUT, 0): keep})
+    _sums(session, 1)
+    client = session.clients[VICTIM]
+    client._done_sum = (-1, -1)
+    epoch = client._epoch
+    epoch.verified = False
+    request = DeliverRequest(dataclasses.replace(captured["input"].header, stage=Stage.DELIVER), epoch.sum_index, tuple(sorted(epoch.survivors)),
+                             np.zeros(7, dtype=np.uint64), (), 0)
+    with pytest.raises(ProtocolError, match="does not match the verified sum"):
+        client._on_deliver(request)
