@@ -204,8 +204,8 @@ def test_the_server_accepts_only_answers_to_its_current_step(change, match):
     header = dataclasses.replace(step.requests[0], sender=0)
     step.accept(0, Ack(header))
     assert accepted == [0]
-    kind = change.pop("type", Ack)
-    wrong = dataclasses.replace(header, **change)
+    kind = change.get("type", Ack)
+    wrong = dataclasses.replace(header, **{k: v for k, v in change.items() if k != "type"})
     with pytest.raises(ProtocolError, match=match):
         step.accept(0, kind(wrong, os.urandom(NONCE_BYTES)) if kind is Joined else kind(wrong))
     assert accepted == [0]
