@@ -341,3 +341,42 @@ def test_a_sum_delivered_before_the_client_verified_it_is_refused():
                              np.zeros(7, dtype=np.uint64), (), 0)
     with pytest.raises(ProtocolError, match="does not match the verified sum"):
         client._on_deliver(request)
+
+
+@pytest.mark.parametrize(("case", "match"), [("key hashes one short", "one per participant"), ("nonces one short", "one per participant"),
+                                            ("another nonce", "graph nonce and keys do not match its commitment"),
+                                            ("another key hash", "graph nonce and keys do not match its commitment")])
+def test_a_client_refuses_sparse_graph_nonces_and_key_hashes_that_break_one_rule(case, match):
+    """The sparse graph's view: one nonce and one key hash per participant, each matching the
+    commitment it made before any nonce was revealed (a server swapping one would steer the
+    graph, or show clients different keys). Small graph: the clients opt into a weaker adversary."""
+    from tests.helpers import NO_COLLUDERS, sparse_config
+
+    n, config = 12, sparse_config(4)
+
+    def change(request):
+        nonces, hashes = request.nonces, request.key_hashes
+        if case == "key hashes one short":
+            hashes = hashes[:-32]
+        elif case == "nonces one short":
+            nonces = nonces[:-32]
+        elif case == "another nonce":
+            nonces = nonces[:32] + bytes(32) + nonces[64:]
+        else:
+            hashes = hashes[:32] + bytes(32) + hashes[64:]
+        return dataclasses.replace(request, nonces=nonces, key_hashes=hashes)
+
+    def hook(d, s, c, data):
+        return codec.encode(change(codec.decode(data))) if (d, s, c) == ("down", Stage.SHARE_KEYS, VICTIM) else data
+
+    assert NO_COLLUDERS is config.mask.adversary
+    session = local_session(config, range(n), policy=ClientPolicy.accepting(config), intercept=hook)
+    with pytest.raises(ProtocolError, match=match):
+        session.start_round()
+
+
+@pytest.mark.parametrize("sent", ["nonces", "key hashes"])
+def test_a_complete_graph_epoch_takes_no_graph_nonces_or_key_hashes(sent):
+    field = "nonces" if sent == "nonces" else "key_hashes"
+    with pytest.raises(ProtocolError, match="graph nonces sent for a complete-graph epoch"):
+        _sums(_rewriting({(Stage.SHARE_KEYS, 0): lambda r: dataclasses.replace(r, **{field: bytes(32 * N)})}), 1)
