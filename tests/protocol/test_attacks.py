@@ -43,6 +43,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     InputResponse,
     Signature,
     UnmaskRequest,
+    RecoverResponse,
     UnmaskResponse,
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
@@ -581,6 +582,24 @@ def test_attack_a_wrong_shamir_share_costs_the_liar_not_the_sum(monkeypatch):
         return _sum_spoiled(7, 2, Stage.UNMASK, wrong_share, contributors=set(range(7)) - {4}, drop={Stage.INPUT: {4}})
 
     defence_stops(attack, monkeypatch, MaskServer, "_share_verified", lambda self, owner, holder, kind, value: True)
+
+
+def test_attack_a_wrong_seed_share_costs_the_liar_not_the_dealer(monkeypatch):
+    """Client 4 goes silent after its input, so its self-mask seed is rebuilt from its holders'
+    shares; client 2 reveals a wrong one. Checked against 4's commitment it is set aside, 2 is
+    excluded and the seed rebuilt from the others; without the seed check the rebuilt seed fails
+    4's commitment, the honest dealer 4 is blamed and the sum is lost."""
+
+    def wrong_share(response: RecoverResponse) -> RecoverResponse:
+        bad = tuple(dataclasses.replace(s, value=bytes(shamir.SHARE_BYTES)) for s in response.self_seed_shares)
+        return dataclasses.replace(response, self_seed_shares=bad)
+
+    def attack() -> bool:
+        return _sum_spoiled(7, 2, Stage.RECOVER, wrong_share, contributors=set(range(7)), drop={Stage.UNMASK: {4}})
+
+    real = MaskServer._share_verified
+    defence_stops(attack, monkeypatch, MaskServer, "_share_verified",
+                  lambda self, owner, holder, kind, value: kind == "seed" or real(self, owner, holder, kind, value))
 
 
 def test_attack_a_wrong_self_mask_key_costs_the_liar_not_the_sum(monkeypatch):
