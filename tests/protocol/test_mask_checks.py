@@ -380,3 +380,19 @@ def test_a_complete_graph_epoch_takes_no_graph_nonces_or_key_hashes(sent):
     field = "nonces" if sent == "nonces" else "key_hashes"
     with pytest.raises(ProtocolError, match="graph nonces sent for a complete-graph epoch"):
         _sums(_rewriting({(Stage.SHARE_KEYS, 0): lambda r: dataclasses.replace(r, **{field: bytes(32 * N)})}), 1)
+
+
+def test_a_delivery_without_an_aggregate_is_refused_for_a_sum_the_clients_get():
+    with pytest.raises(ProtocolError, match="wrong shape or dtype"):
+        _sums(_rewriting({(Stage.DELIVER, 0): lambda r: dataclasses.replace(r, aggregate=None)}), 1)
+
+
+def test_a_client_whose_seed_share_left_is_never_live_again_in_its_epoch():
+    """Client 4 goes silent after its input to sum 0, so client 0 reveals its share of 4's seed.
+    Listed as live for sum 1 of the same epoch, 4 is refused: its self-mask seed is known."""
+
+    def readmit(request):
+        return dataclasses.replace(request, live=tuple(range(N)))
+
+    with pytest.raises(ProtocolError, match="whose recovery secrets were revealed"):
+        _sums(_rewriting({(Stage.INPUT, 1): readmit}, drop={Stage.UNMASK: {4}}), 2)
