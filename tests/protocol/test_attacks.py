@@ -710,7 +710,10 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
         return dataclasses.replace(response, sealed=sealed, commitments=committed)
 
     def attack() -> bool:
-        delivered, excluded, _ = _one_liar_runs(4, garbage)
+        delivered, excluded, session = _one_liar_runs(4, garbage)
+        if excluded == {4}:  # the run names the liar and the lie
+            assert session.server.excluded[4].startswith("sealed an envelope for client ") and \
+                session.server.excluded[4].endswith(" that does not hold the shares it committed to")
         return not delivered or excluded != {4}
 
     def raising(self, ep, sealed, committed):
@@ -827,6 +830,9 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
         session.start_round()
         result = session.secure_sum("s", inputs)
         assert result.contributors == frozenset(range(n)) - {holder if holder in session.server.excluded else dealer}
+        if holder in session.server.excluded:  # the run names the liar and the lie
+            said = "which holds the shares 4 committed to" if lie == "true key" else "with a key 4 did not commit to"
+            assert session.server.excluded[holder] == f"complained about client 4's envelope{', ' if lie == 'true key' else ' '}{said}"
         return dealer in session.server.excluded  # an honest dealer framed
 
     if lie == "true key":

@@ -114,3 +114,16 @@ def test_a_dealer_whose_mask_key_shares_rebuild_another_key_is_excluded():
     with pytest.raises(SecureFedGraphError):
         session.secure_sum("s", make_inputs(range(N), shapes=SHAPE))
     assert "do not rebuild its advertised key" in session.server.excluded.get(4, ""), session.server.excluded
+
+
+@pytest.mark.parametrize(("stage", "kind", "drop"), [(Stage.UNMASK, "mask_key", {Stage.INPUT: {5}}), (Stage.RECOVER, "seed", {Stage.UNMASK: {5}})])
+def test_a_holder_revealing_a_share_its_dealer_did_not_commit_to_is_named_with_its_lie(stage, kind, drop):
+    """The run's record says who lied and how (metrics.json `excluded`); the sum goes on."""
+    field = "mask_key_shares" if stage is Stage.UNMASK else "self_seed_shares"
+
+    def change(response):
+        return dataclasses.replace(response, **{field: tuple(Share(s.owner, bytes(len(s.value))) for s in getattr(response, field))})
+
+    session, (result,), _ = _run(stage, change, drop=drop)
+    assert session.server.excluded == {LIAR: f"revealed a {kind} share of client 5 that fails 5's commitment"}
+    assert result.contributors == frozenset(range(N)) - ({5} if stage is Stage.UNMASK else set())  # its own input was masked honestly
