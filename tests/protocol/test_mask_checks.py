@@ -302,7 +302,7 @@ def test_a_client_refuses_relayed_keys_that_break_one_rule(case, match):
         elif case == "one key as both of a client's keys":
             peers[0] = dataclasses.replace(peers[0], mask_public=peers[0].share_public)
         else:
-            peers[1] = dataclasses.replace(peers[1], share_public=peers[0].share_public)
+            peers[2] = dataclasses.replace(peers[2], share_public=peers[0].share_public)  # not the previous one: every key seen counts
         return dataclasses.replace(request, peers=tuple(peers))
 
     session = _rewriting({(Stage.SHARE_KEYS, 0): change})
