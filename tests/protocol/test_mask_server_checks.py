@@ -14,7 +14,7 @@ import pytest
 from secure_fedgraph.crypto.keys import RoundKeys
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
-from secure_fedgraph.protocol.secure_sum.messages import Share
+from secure_fedgraph.protocol.secure_sum.messages import Complaint, Share
 from tests.helpers import default_policy_session as local_session
 from tests.helpers import make_inputs, plain_sum
 
@@ -127,3 +127,53 @@ def test_a_holder_revealing_a_share_its_dealer_did_not_commit_to_is_named_with_i
     session, (result,), _ = _run(stage, change, drop=drop)
     assert session.server.excluded == {LIAR: f"revealed a {kind} share of client 5 that fails 5's commitment"}
     assert result.contributors == frozenset(range(N)) - ({5} if stage is Stage.UNMASK else set())  # its own input was masked honestly
+
+
+def _rejected_at(session, stage: Stage, what: str) -> bool:
+    return any(line.startswith(f"round 0 {stage.value}:") and f"rejected {LIAR}: " in line and what in line for line in session.server.log)
+
+
+def _changed(field: str, change):
+    return lambda response: dataclasses.replace(response, **{field: change(getattr(response, field))})
+
+
+@pytest.mark.parametrize(
+    ("stage", "case", "change", "what"),
+    [
+        (Stage.ADVERTISE, "keys claiming another client", _changed("keys", lambda k: dataclasses.replace(k, client=3)), "advertise"),
+        (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "advertise"),
+        (Stage.SHARE_KEYS, "an envelope missing", _changed("sealed", lambda s: s[1:]), "one share pair to each"),
+        (Stage.SHARE_KEYS, "an envelope from another dealer", _changed("sealed", lambda s: (dataclasses.replace(s[0], owner=3), *s[1:])),
+         "one share pair to each"),
+        (Stage.SHARE_KEYS, "a commitment missing", _changed("commitments", lambda c: c[1:]), "commit to each share it sealed, once"),
+        (Stage.SHARE_KEYS, "a short signature", _changed("commitments", lambda c: (dataclasses.replace(c[0], signature=c[0].signature[:-1]), *c[1:])),
+         "commit to each share it sealed, once"),
+        (Stage.INPUT, "one complaint twice", _changed("complaints", lambda _: (Complaint(0, bytes(32)), Complaint(0, bytes(32)))),
+         "complained about envelopes it was not dealt"),
+        (Stage.INPUT, "a complaint about a dealer it has no envelope of", _changed("complaints", lambda _: (Complaint(N + 4, bytes(32)),)),
+         "complained about envelopes it was not dealt"),
+        (Stage.INPUT, "a complaint with a short key", _changed("complaints", lambda _: (Complaint(0, bytes(31)),)),
+         "complained about envelopes it was not dealt"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
+def test_the_server_refuses_a_key_set_up_answer_that_breaks_one_rule(stage, case, change, what):
+    """LIAR breaks one rule at one step of the key set-up or of its input; the server refuses its
+    answer and the sum goes on over the others."""
+    session, (result,), inputs = _run(stage, change, drop=None)
+    assert _rejected_at(session, stage, what), (case, session.server.log)
+    assert LIAR not in result.contributors and len(result.contributors) == N - 1
+
+
+def test_the_server_stops_a_round_past_its_own_re_key_bound():
+    """The server's --max-rekeys: one re-key is allowed, the second ends the round with no
+    aggregate (whatever the clients would accept)."""
+    from secure_fedgraph.errors import DropoutError
+    from secure_fedgraph.protocol.secure_sum import MaskConfig
+
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(max_rekeys_per_round=1))
+    session = local_session(config, range(N))
+    session.start_round()
+    session.runner.run(session.server._key_setup(set(range(N - 1))))
+    with pytest.raises(DropoutError, match="no key set-up held within 1 re-keys"):
+        session.runner.run(session.server._key_setup(set(range(N - 2))))
