@@ -113,7 +113,7 @@ def test_a_dealer_whose_mask_key_shares_rebuild_another_key_is_excluded():
     session.start_round()
     with pytest.raises(SecureFedGraphError):
         session.secure_sum("s", make_inputs(range(N), shapes=SHAPE))
-    assert "do not rebuild its advertised key" in session.server.excluded.get(4, ""), session.server.excluded
+    assert session.server.excluded == {4: "dealt mask-key shares that do not rebuild its advertised key"}
 
 
 @pytest.mark.parametrize(("stage", "kind", "drop"), [(Stage.UNMASK, "mask_key", {Stage.INPUT: {5}}), (Stage.RECOVER, "seed", {Stage.UNMASK: {5}})])
@@ -177,3 +177,23 @@ def test_the_server_stops_a_round_past_its_own_re_key_bound():
     session.runner.run(session.server._key_setup(set(range(N - 1))))
     with pytest.raises(DropoutError, match="no key set-up held within 1 re-keys"):
         session.runner.run(session.server._key_setup(set(range(N - 2))))
+
+
+def test_a_dealer_whose_seed_shares_rebuild_another_seed_is_excluded():
+    """Client 4 Shamir-shares (and masks with) a seed other than the one it committed to at
+    ADVERTISE, then goes silent after its input. The rebuilt seed fails 4's commitment: the
+    server names 4 and abandons the sum rather than release one whose self-mask it cannot trust."""
+    import os
+
+    from secure_fedgraph.errors import SecureFedGraphError
+
+    def swap_seed(d, s, c, data):
+        if (d, s, c) == ("down", Stage.SHARE_KEYS, 4):
+            session.clients[4]._epoch.seed = os.urandom(len(session.clients[4]._epoch.seed))
+        return data
+
+    session = local_session(MASK, range(N), intercept=swap_seed, drop={Stage.UNMASK: {4}})
+    session.start_round()
+    with pytest.raises(SecureFedGraphError, match="client 4's seed shares are inconsistent"):
+        session.secure_sum("s", make_inputs(range(N), shapes=SHAPE))
+    assert session.server.excluded == {4: "dealt seed shares that do not rebuild its committed seed"}
