@@ -85,7 +85,8 @@ def test_pair_keys_are_symmetric_and_bound_to_purpose_and_pair():
     ab = pair_key(a.share, b.share_public, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=1, b=2)
     assert ab == pair_key(b.share, a.share_public, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=2, b=1)
     others = [pair_key(a.share, b.share_public, purpose=Purpose.PAIRWISE_MASK, **LAB, a=1, b=2),
-              pair_key(a.share, b.share_public, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=1, b=3)]
+              pair_key(a.share, b.share_public, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=1, b=3),
+              pair_key(a.share, b.share_public, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=0, b=2)]  # each end of the pair counts
     others += [pair_key(a.share, b.share_public, purpose=Purpose.SHARE_ENCRYPTION, **{**LAB, **o}, a=1, b=2) for o in OTHER_LAB]
     assert _distinct([ab, *others])
 
@@ -144,6 +145,7 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         variants += [make(**{**base, **other}) for other in OTHER_LAB]
         assert _distinct([make(**base), *variants]), name
     assert _distinct([share_commitment(b"share", **pair, kind="seed"), share_commitment(b"other", **pair, kind="seed")])
+    assert _distinct([seed_commitment(seed, **LAB, client=1), seed_commitment(bytes(32), **LAB, client=1)])  # it commits to the seed
     assert _distinct([graph_commitment(b"n" * 32, b"k" * 32, **LAB, client=1), graph_commitment(b"o" * 32, b"k" * 32, **LAB, client=1),
                       graph_commitment(b"n" * 32, b"j" * 32, **LAB, client=1)])
 
