@@ -115,3 +115,39 @@ def test_accepting_a_config_is_for_one_user_playing_every_party():
 def test_policy_validation_names_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ClientPolicy(**kwargs)
+
+
+@pytest.mark.parametrize(("dpsgd_sigma", "refused"), [(None, "has no DP-SGD in its local training"), (0.5, "trains with dpsgd_sigma=0.5"),
+                                                      (1.0, None), (2.0, None)])
+def test_a_dpsgd_floor_refuses_a_plan_below_it_and_only_that(dpsgd_sigma, refused):
+    """--min-dpsgd-sigma 1: no DP-SGD or less noise is refused, naming what the plan offers; the
+    floor itself and more pass; a client without a floor takes any plan."""
+    config, floor = SecureSumConfig(backend=Backend.MASK), ClientPolicy(min_dp_sigma=0.0, min_dpsgd_sigma=1.0)
+    if refused is None:
+        floor.check_run(config, n_run=10, dpsgd_sigma=dpsgd_sigma)
+    else:
+        with pytest.raises(ProtocolError, match=rf"the plan {refused}, and this client requires a DP-SGD noise multiplier of at least 1 "):
+            floor.check_run(config, n_run=10, dpsgd_sigma=dpsgd_sigma)
+    ClientPolicy(min_dp_sigma=0.0).check_run(config, n_run=10, dpsgd_sigma=dpsgd_sigma)
+
+
+def test_seeded_user_randomness_is_refused_unless_the_client_opts_in():
+    config = SecureSumConfig(backend=Backend.MASK)
+    with pytest.raises(ProtocolError, match="draws each user's initial weights and dropout masks from the run seed"):
+        ClientPolicy(min_dp_sigma=0.0).check_run(config, n_run=10, seeded_randomness=True)
+    ClientPolicy(min_dp_sigma=0.0).check_run(config, n_run=10, seeded_randomness=False)
+    ClientPolicy(min_dp_sigma=0.0, allow_seeded_randomness=True).check_run(config, n_run=10, seeded_randomness=True)
+
+
+def test_a_server_floor_exactly_at_the_clients_passes():
+    policy = ClientPolicy()
+    policy.check_run(SecureSumConfig(backend=Backend.MASK, min_survivors=policy.floor(10)), n_run=10)
+    with pytest.raises(ProtocolError, match="min_survivors"):
+        policy.check_run(SecureSumConfig(backend=Backend.MASK, min_survivors=policy.floor(10) - 1), n_run=10)
+
+
+def test_a_client_that_accepts_a_config_takes_its_rekeys_and_key_epochs_and_refuses_nothing_else():
+    """ClientPolicy.accepting (one user playing every party): exactly the server's bounds."""
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(max_rekeys_per_round=2, max_key_epochs=7))
+    policy = ClientPolicy.accepting(config)
+    assert (policy.max_rekeys_per_round, policy.max_key_epochs, policy.allow_seeded_randomness, policy.min_run_clients) == (2, 7, True, 2)
