@@ -830,7 +830,7 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
         session.start_round()
         result = session.secure_sum("s", inputs)
         assert result.contributors == frozenset(range(n)) - {holder if holder in session.server.excluded else dealer}
-        if holder in session.server.excluded:  # the run names the liar and the lie
+        if dealer not in session.server.excluded:  # the run names the liar and the lie
             said = "which holds the shares 4 committed to" if lie == "true key" else "with a key 4 did not commit to"
             assert session.server.excluded[holder] == f"complained about client 4's envelope{', ' if lie == 'true key' else ' '}{said}"
         return dealer in session.server.excluded  # an honest dealer framed

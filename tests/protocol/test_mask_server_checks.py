@@ -14,7 +14,7 @@ import pytest
 from secure_fedgraph.crypto.keys import RoundKeys
 from secure_fedgraph.protocol import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
-from secure_fedgraph.protocol.secure_sum.messages import Complaint, Share
+from secure_fedgraph.protocol.secure_sum.messages import Complaint, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session
 from tests.helpers import make_inputs, plain_sum
 
@@ -140,8 +140,8 @@ def _changed(field: str, change):
 @pytest.mark.parametrize(
     ("stage", "case", "change", "what"),
     [
-        (Stage.ADVERTISE, "keys claiming another client", _changed("keys", lambda k: dataclasses.replace(k, client=3)), "advertise"),
-        (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "advertise"),
+        (Stage.ADVERTISE, "keys claiming another client", _changed("keys", lambda k: dataclasses.replace(k, client=3)), "malformed keys"),
+        (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "malformed keys"),
         (Stage.SHARE_KEYS, "an envelope missing", _changed("sealed", lambda s: s[1:]), "one share pair to each"),
         (Stage.SHARE_KEYS, "an envelope from another dealer", _changed("sealed", lambda s: (dataclasses.replace(s[0], owner=3), *s[1:])),
          "one share pair to each"),
@@ -197,3 +197,54 @@ def test_a_dealer_whose_seed_shares_rebuild_another_seed_is_excluded():
     with pytest.raises(SecureFedGraphError, match="client 4's seed shares are inconsistent"):
         session.secure_sum("s", make_inputs(range(N), shapes=SHAPE))
     assert session.server.excluded == {4: "dealt seed shares that do not rebuild its committed seed"}
+
+
+def _sparse_run(hook=None, drop=None, prepare=None):
+    """A sparse key epoch of 12 clients (small: the clients opt into a weaker adversary);
+    ``prepare(session)`` runs before the round starts."""
+    from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+    from tests.helpers import sparse_config
+
+    config = sparse_config(4)
+    session = local_session(config, range(12), intercept=hook, drop=drop, policy=ClientPolicy.accepting(config))
+    if prepare is not None:
+        prepare(session)
+    session.start_round()
+    inputs = make_inputs(range(12), shapes=SHAPE)
+    return session, session.secure_sum("s", inputs), inputs
+
+
+@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.GRAPH])
+def test_a_sparse_epoch_that_loses_a_client_before_its_graph_is_fixed_re_keys_without_it(stage):
+    """The graph's degree and threshold were announced for every participant, and every
+    committed nonce seeds it: a client silent at ADVERTISE or GRAPH means a new key epoch among
+    the others, and the sum is delivered over them."""
+    session, result, inputs = _sparse_run(drop={stage: {7}})
+    assert result.contributors == frozenset(range(12)) - {7}
+    assert np.allclose(result.values["w"], plain_sum(inputs, result.contributors)["w"], atol=1e-5)
+    assert any("re-keying" in line and "[7]" in line for line in session.server.log)
+
+
+def test_a_graph_nonce_of_the_wrong_length_is_refused_even_when_committed_to():
+    """LIAR commits to a 31-byte nonce and reveals it: the commitment matches, but a short nonce
+    would make every honest client refuse the epoch's nonce list. The server refuses LIAR, re-keys
+    without it, and the sum is delivered over the others."""
+    from secure_fedgraph.protocol.secure_sum import keyring
+
+    short = bytes(31)
+
+    def hook(d, s, c, data):
+        if (d, s, c) == ("up", Stage.ADVERTISE, LIAR):
+            response = codec.decode(data)
+            h = response.header
+            committed = keyring.graph_commitment(short, keyring.keys_hash(response.keys), session=h.session, round=h.round, epoch=0, client=LIAR)
+            return codec.encode(dataclasses.replace(response, graph_commitment=committed))
+        return data
+
+    def lie(session):  # the liar's own code reveals the short nonce it committed to
+        role = session.clients[LIAR]
+        role._on_graph = lambda request: GraphResponse(role._header(request), short)
+
+    session, result, _ = _sparse_run(hook, prepare=lie)
+    assert any("rejected 2: graph: client 2's nonce does not match its commitment" in line for line in session.server.log), session.server.log
+    assert result.contributors == frozenset(range(12)) - {LIAR}
