@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
@@ -111,7 +112,9 @@ def test_accepting_a_config_is_for_one_user_playing_every_party():
 @pytest.mark.parametrize("kwargs,match", [({"min_survivors_fraction": 1.0}, "min_survivors_fraction"), ({"backends": frozenset()}, "backends"),
                                           ({"min_dp_sigma": -1.0}, "min_dp_sigma"), ({"max_rekeys_per_round": -1}, "max_rekeys_per_round"),
                                           ({"min_run_clients": 1}, "min_run_clients"), ({"min_run_clients": 3.0}, "min_run_clients"),
-                                          ({"max_key_epochs": 0}, "max_key_epochs")])
+                                          ({"max_key_epochs": 0}, "max_key_epochs"), ({"min_survivors_fraction": False}, "min_survivors_fraction"),
+                                          ({"min_ddp_noise": float("inf")}, "min_ddp_noise"), ({"min_dpsgd_sigma": False}, "min_dpsgd_sigma"),
+                                          ({"max_rekeys_per_round": False}, "max_rekeys_per_round"), ({"max_key_epochs": True}, "max_key_epochs")])
 def test_policy_validation_names_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ClientPolicy(**kwargs)
@@ -151,3 +154,28 @@ def test_a_client_that_accepts_a_config_takes_its_rekeys_and_key_epochs_and_refu
     config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(max_rekeys_per_round=2, max_key_epochs=7))
     policy = ClientPolicy.accepting(config)
     assert (policy.max_rekeys_per_round, policy.max_key_epochs, policy.allow_seeded_randomness, policy.min_run_clients) == (2, 7, True, 2)
+
+
+def test_the_lowest_values_each_option_allows_are_allowed():
+    ClientPolicy(min_survivors_fraction=0.0, max_rekeys_per_round=0, max_key_epochs=1, min_run_clients=2, min_dp_sigma=0.0)
+
+
+def test_a_plan_without_distributed_dp_is_refused_by_any_ddp_floor():
+    """--min-ddp-noise 0.5 and a plan with no noise on its model sums: refused (nothing is
+    counted as noise that is not there)."""
+    with pytest.raises(ProtocolError, match="has no distributed DP on its model sums"):
+        ClientPolicy(min_ddp_noise=0.5).check_run(SecureSumConfig(backend=Backend.MASK), n_run=10, ddp_noise=None)
+
+
+def test_no_noise_credit_for_expecting_fewer_contributors_than_were_asked():
+    """A sum's noise is spread over the contributors the server says it expects; announcing fewer
+    than it asks gives no extra credit (the share is capped at one), so a multiplier below the
+    floor stays below it."""
+    from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+
+    policy = ClientPolicy(min_ddp_noise=1.0)
+    spec = SumSpec.of("model", {"w": np.zeros(4)}, noise=SumNoise(noise_multiplier=0.8, l2_clip=1.0, expected_contributors=1))
+    with pytest.raises(ProtocolError, match="carries distributed DP noise multiplier"):
+        policy.check_noise(spec, live=10, least=10, private=True, precision_bits=None)
+    ok = SumSpec.of("model", {"w": np.zeros(4)}, noise=SumNoise(noise_multiplier=1.0, l2_clip=1.0, expected_contributors=1))
+    policy.check_noise(ok, live=10, least=10, private=True, precision_bits=None)
