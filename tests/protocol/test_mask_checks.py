@@ -396,3 +396,23 @@ def test_a_client_whose_seed_share_left_is_never_live_again_in_its_epoch():
 
     with pytest.raises(ProtocolError, match="whose recovery secrets were revealed"):
         _sums(_rewriting({(Stage.INPUT, 1): readmit}, drop={Stage.UNMASK: {4}}), 2)
+
+
+def test_a_finished_sum_is_never_masked_again_after_a_re_key():
+    """Sum 0 of the round is delivered; the server re-keys (among fewer clients) and asks client 0
+    for sum 0 again. The new key epoch has fresh masks, but the contribution was already released
+    in a sum: masking it again into another set would let the two sums' difference show it."""
+    session = local_session(MASK, range(N), policy=ClientPolicy())
+    session.start_round()
+    inputs = make_inputs(range(N), shapes=SHAPE)
+    session.secure_sum("s0", inputs)
+    session.runner.run(session.server._key_setup(set(range(N - 1))))
+
+    def again(d, s, c, data):
+        if (d, s, c) == ("down", Stage.INPUT, VICTIM):
+            return codec.encode(dataclasses.replace(codec.decode(data), sum_index=0))
+        return data
+
+    session.runner.intercept = again
+    with pytest.raises(ProtocolError, match="sum 0 was already masked in this epoch or finished"):
+        session.secure_sum("s1", {c: inputs[c] for c in range(N - 1)})
