@@ -814,7 +814,7 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
     n, holder, dealer = 7, 1, 4
     inputs = make_inputs(range(n), shapes=SHAPE)
 
-    def attack() -> bool:
+    def run():
         session = local_session(MASK, range(n), policy=ClientPolicy())
         role = session.clients[holder]
         original = role._on_input
@@ -828,17 +828,20 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
 
         role._on_input = complain
         session.start_round()
-        result = session.secure_sum("s", inputs)
-        assert result.contributors == frozenset(range(n)) - {holder if holder in session.server.excluded else dealer}
-        if dealer not in session.server.excluded:  # the run names the liar and the lie
-            said = "which holds the shares 4 committed to" if lie == "true key" else "with a key 4 did not commit to"
-            assert session.server.excluded[holder] == f"complained about client 4's envelope{', ' if lie == 'true key' else ' '}{said}"
-        return dealer in session.server.excluded  # an honest dealer framed
+        return session.secure_sum("s", inputs), session.server.excluded
+
+    def attack() -> bool:
+        result, excluded = run()
+        assert result.contributors == frozenset(range(n)) - {holder if holder in excluded else dealer}
+        return dealer in excluded  # an honest dealer framed
 
     if lie == "true key":
         defence_stops(attack, monkeypatch, MaskServer, "_holds_committed_shares", lambda self, *args: False)
     else:
         defence_stops(attack, monkeypatch, MaskServer, "_key_committed", lambda self, *args: True)
+    result, excluded = run()  # and the run goes on, naming the liar and the lie
+    said = "envelope, which holds the shares 4 committed to" if lie == "true key" else "envelope with a key 4 did not commit to"
+    assert excluded == {holder: f"complained about client 4's {said}"} and result.contributors == frozenset(range(n)) - {holder}
 
 
 def test_attack_a_dealer_committing_to_another_envelope_key_to_frame_a_complaining_holder(monkeypatch):
