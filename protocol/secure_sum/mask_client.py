@@ -36,8 +36,8 @@ having contributed (its mask key must stay secret for the rest of the epoch).
 
 The rules that keep every input hidden (threat_model.md M-BOTH, M-ONCE): for each peer we
 reveal either its seed share or its mask-key share, never both; we reveal a mask-key share only
-for a peer that has not contributed to an earlier sum of this epoch (the server re-keys
-instead); a contribution that may have been unmasked is never masked again (roles.py).
+for a peer that was in no survivor set we signed in this epoch and sent no streaming input in it
+(the server re-keys instead); a contribution that may have been unmasked is never masked again (roles.py).
 """
 
 from __future__ import annotations
@@ -434,11 +434,20 @@ class MaskClient(ClientRole):
         if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
             raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
         self._bind(ep.spec.name, ep.digest, survivors)  # before signing: nothing about it is revealed without that signature
+        self._signing_exposes(ep, survivors)
         ep.survivors = survivors
         ep.statement = consistency_statement(**self._labels(ep), view=ep.view, sum_index=ep.sum_index, live=tuple(ep.live),
                                              survivors=request.survivors)
         ep.signatures, ep.vouched = {}, set()
         return ConsistencyResponse(self._header(request), self.identity.sign(ep.statement))
+
+    @staticmethod
+    def _signing_exposes(ep: _Epoch, survivors: frozenset[int]) -> None:
+        """Once this client signs a survivor set, every survivor may reveal its self-mask key for
+        this sum (the server needs t signatures, and this one may complete them), whether or not
+        the server ever asks this client to unmask: from here on none of their mask keys may be
+        revealed in this epoch (threat_model.md M-BOTH)."""
+        ep.exposed |= survivors
 
     # --- 5. unmask -------------------------------------------------------------------------
     def _offer(self, ep: _Epoch, signatures) -> None:
@@ -491,23 +500,22 @@ class MaskClient(ClientRole):
         self._vouch(ep, self.client_id)
         self._not_isolated(ep, self.client_id)
         ep.verified = True
-        exposed_before = set(ep.exposed)
-        ep.exposed |= ep.survivors
         shares = []
         for owner in sorted((ep.live - ep.survivors) & set(ep.held)):
             self._vouch(ep, owner)
-            self._may_reveal_mask_key(ep, owner, exposed_before)
+            self._may_reveal_mask_key(ep, owner)
             ep.gave_key_share.add(owner)
             shares.append(Share(owner, ep.held[owner][1]))
         key = self_mask_key(ep.seed, **self._labels(ep), sum_index=ep.sum_index)
         self._expose(ep.spec)  # the self-mask key leaves: this contribution is this sum's or no sum's
         return UnmaskResponse(self._header(request), key, tuple(shares))
 
-    def _may_reveal_mask_key(self, ep: _Epoch, owner: int, exposed_before: set[int]) -> None:
+    def _may_reveal_mask_key(self, ep: _Epoch, owner: int) -> None:
         """Refuse a share of ``owner``'s mask key once its self-mask for some sum of this epoch
-        is known (it contributed to an earlier sum), or its seed share left (threat_model.md
-        M-BOTH): with both, the server would unmask that earlier input."""
-        if owner in exposed_before:
+        may be known (it was in a survivor set this client signed, or sent a streaming input),
+        or its seed share left (threat_model.md M-BOTH): with both, the server would unmask that
+        earlier input."""
+        if owner in ep.exposed:
             raise self._fail(
                 f"refusing to reveal client {owner}'s mask-key share: it contributed to an earlier sum of this key "
                 "epoch, so its self-mask is known; the server must re-key instead"

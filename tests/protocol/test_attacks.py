@@ -1374,7 +1374,62 @@ def test_attack_asking_for_the_mask_key_of_a_client_that_contributed(monkeypatch
                        pair_keys=pair_keys, client=u, stream=0)
         return _close(guess, inputs[u]["w"])
 
-    defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_mask_key", lambda self, ep, owner, exposed_before: None)
+    defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_mask_key", lambda self, ep, owner: None)
+
+
+def _skipped_unmask_gives_a_contributors_input_away() -> bool:
+    """Sum "a": every client sends its input and signs the survivor set {0, .., 4}; the server
+    sends UNMASK to client 4 only, which reveals its self-mask key for "a", and to nobody else.
+    Sum "b" of the same key epoch: 4 is listed live and "drops" after the others' inputs, and
+    the server asks 0..3 for their shares of 4's mask key, which none of them saw revealed a
+    self-mask. With 4's mask key and its self-mask key for "a", its masked input to "a" opens."""
+    from secure_fedgraph.protocol.secure_sum.messages import InputRequest
+
+    n, u = 5, 4
+    session = local_session(MASK, range(n))
+    session.start_round()
+    server, everyone = session.server, tuple(range(n))
+    a, b = make_inputs(range(n), shapes=SHAPE), make_inputs(range(n), seed=1, shapes=SHAPE)
+    for c in everyone:
+        session.clients[c].contribute("a", a[c])
+        session.clients[c].contribute("b", b[c])
+    encoding = server.config.mask.encoding(n, 16)
+    seen: dict = {"inputs": {}, "signatures": {}, "shares": {}}
+
+    def one_sum(index: int, name: str, inputs, senders: tuple[int, ...], survivors: tuple[int, ...], unmasked: tuple[int, ...]):
+        spec, pending = SumSpec.of(name, inputs[0]), server._pending_shares if index == 0 else {}
+        yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, encoding, everyone, tuple(s for s, _ in pending.get(c, ())),
+                                                                   tuple(k for _, k in pending.get(c, ()))) for c in senders},
+                           lambda c, r: seen["inputs"].setdefault((index, c), r.payload.copy()))
+        signatures: dict[int, bytes] = {}
+        yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, survivors) for c in survivors},
+                           lambda c, r: signatures.__setitem__(c, r.signature))
+        offered = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
+        yield server._step(Stage.UNMASK, lambda h: {c: UnmaskRequest(h, offered) for c in unmasked},
+                           lambda c, r: seen["shares"].setdefault(index, {}).__setitem__(c, r))
+
+    holders = tuple(c for c in everyone if c != u)
+    session.runner.run(one_sum(0, "a", a, everyone, everyone, (u,)))
+    session.runner.run(one_sum(1, "b", b, holders, holders, holders))
+    answers = seen["shares"].get(1, {})
+    shares = {c + 1: s.value for c, r in answers.items() for s in r.mask_key_shares if s.owner == u}
+    if len(shares) < server._plan.threshold:
+        return False
+    mask_private = shamir.combine(shares, threshold=server._plan.threshold)
+    pair_keys = {v: keyring.pair_key(mask_private, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
+                 for v in holders}
+    guess = _strip(seen["inputs"][(0, u)], encoding=encoding, self_key=seen["shares"][0][u].self_mask_key, pair_keys=pair_keys, client=u,
+                   stream=0)
+    return _close(guess, a[u]["w"])
+
+
+def test_attack_a_skipped_unmask_then_the_mask_key_of_a_client_that_contributed(monkeypatch):
+    """A client that signed a survivor set counts every survivor as exposed from then on (its
+    signature is what lets them reveal their self-mask keys), not only once it is asked to
+    unmask: a server that never sends it UNMASK cannot then have it reveal a share of a
+    survivor's mask key (threat_model.md M-BOTH)."""
+    defence_stops(_skipped_unmask_gives_a_contributors_input_away, monkeypatch, MaskClient, "_signing_exposes",
+                  lambda self, ep, survivors: None)
 
 
 def test_attack_two_inputs_under_one_sum_index(monkeypatch):

@@ -416,3 +416,32 @@ def test_a_finished_sum_is_never_masked_again_after_a_re_key():
     session.runner.intercept = again
     with pytest.raises(ProtocolError, match="sum 0 was already masked in this epoch or finished"):
         session.secure_sum("s1", {c: inputs[c] for c in range(N - 1)})
+
+
+def test_a_sparse_neighbour_whose_keys_were_withheld_is_refused_as_live():
+    """Sparse graph: the server withholds one neighbour's signed keys from client 0 at
+    SHARE_KEYS (the honest server then drops client 0, which could not seal to that neighbour),
+    and a deviating one asks client 0 for its input anyway, listing that neighbour live. Client 0
+    has no pair key with it, so it could not mask against it: it refuses the live set, naming
+    the neighbour. Small graph: the clients opt into a weaker adversary."""
+    from tests.helpers import sparse_config
+
+    n, config = 12, sparse_config(4)
+    seen: dict = {}
+
+    def hook(d, s, c, data):
+        if (d, s, c) == ("down", Stage.SHARE_KEYS, VICTIM):
+            request = codec.decode(data)
+            seen["withheld"] = request.peers[0].client
+            return codec.encode(dataclasses.replace(request, peers=request.peers[1:]))
+        if (d, s) == ("down", Stage.INPUT):
+            seen.setdefault("input", codec.decode(data))
+        return data
+
+    session = local_session(config, range(n), policy=ClientPolicy.accepting(config), intercept=hook)
+    session.start_round()
+    session.secure_sum("s", make_inputs(range(n), shapes=SHAPE))  # the honest server goes on without client 0
+    request = seen["input"]
+    asked = dataclasses.replace(request, live=tuple(sorted({*request.live, VICTIM})), shares=(), share_commitments=())
+    with pytest.raises(ProtocolError, match=rf"live set lists neighbours \[{seen['withheld']}\] whose signed keys never arrived"):
+        session.clients[VICTIM].handle(asked)

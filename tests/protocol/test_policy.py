@@ -179,3 +179,40 @@ def test_no_noise_credit_for_expecting_fewer_contributors_than_were_asked():
         policy.check_noise(spec, live=10, least=10, private=True, precision_bits=None)
     ok = SumSpec.of("model", {"w": np.zeros(4)}, noise=SumNoise(noise_multiplier=1.0, l2_clip=1.0, expected_contributors=1))
     policy.check_noise(ok, live=10, least=10, private=True, precision_bits=None)
+
+
+@pytest.mark.parametrize("ddp_noise", [None, 0.5])
+def test_the_ddp_noise_a_refusal_suggests_is_enough_and_not_more(ddp_noise):
+    """A Welcome below --min-ddp-noise is refused with the server option that would pass: that
+    value must pass, and one step (0.001) below it must not. On a coarse grid (precision_bits 4)
+    the rounding's share of the sensitivity is counted in it, and the refusal says so."""
+    import re
+
+    policy, config, n_run = ClientPolicy(min_ddp_noise=1.0), SecureSumConfig(mask=MaskConfig(precision_bits=4)), 10
+    with pytest.raises(ProtocolError) as refused:
+        policy.check_run(config, n_run=n_run, ddp_noise=ddp_noise, ddp_clip=None if ddp_noise is None else 1.0)
+    suggested = float(re.search(r"--set ddp_noise=([0-9.]+)", str(refused.value)).group(1))
+    clip = None if ddp_noise is None else 1.0  # a plan without DP announces no clip: the grid's share is then unknown
+    policy.check_run(config, n_run=n_run, ddp_noise=suggested, ddp_clip=clip)
+    with pytest.raises(ProtocolError, match="min_ddp_noise|min-ddp-noise"):
+        policy.check_run(config, n_run=n_run, ddp_noise=suggested - 0.001, ddp_clip=clip)
+    assert ("or more --precision-bits" in str(refused.value)) == (ddp_noise is not None)
+
+
+@pytest.mark.parametrize(("precision_bits", "explained"), [(4, True), (13, True), (14, False)])
+def test_a_ddp_refusal_explains_the_grid_only_where_rounding_costs_noise(precision_bits, explained):
+    """A sum of 100 values clipped to 1 and rounded to the grid 2^-p can reach L2 norm
+    1 + sqrt(100) / 2 * 2^-p. The refusal quotes that norm where the rounding costs more than
+    0.05% of the clip (p = 4: 1.31; p = 13: 5 / 8192 of it), and leaves it out where it does not
+    (p = 14)."""
+    import math
+
+    from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+
+    spec = SumSpec.of("model", {"w": np.zeros(100)}, noise=SumNoise(noise_multiplier=0.5, l2_clip=1.0, expected_contributors=10))
+    with pytest.raises(ProtocolError) as refused:
+        ClientPolicy(min_ddp_noise=1.0).check_noise(spec, live=10, least=10, private=True, precision_bits=precision_bits)
+    norm = 1.0 + math.sqrt(100) / 2 / 2**precision_bits
+    note = f"(rounded to the grid 2^-{precision_bits}, a contribution of 100 values clipped to 1 can reach L2 norm {norm:.3g})"
+    assert (note in str(refused.value)) == explained
+    assert ("rounded to the grid" in str(refused.value)) == explained

@@ -164,6 +164,23 @@ def test_signed_contributions_go_only_into_the_same_set_in_a_later_session():
     assert len(signed) == 1
 
 
+def test_the_resume_refusal_lists_the_sets_the_client_signed_before_and_the_one_asked():
+    """What the R-RESUME refusal tells the operator: every set signed before, in a fixed order,
+    and the set asked for, with long sets cut after twelve ids and their size given."""
+    signed, first, second = SignedContributions(), new_session_id(), new_session_id()
+    signed.sign("s", b"x", frozenset({2}), session=first, client=2)
+    signed.sign("s", b"x", frozenset({0, 2}), session=first, client=2)  # a re-key's set (listed first: [0, 2] sorts before [2])
+    twelve, thirteen = ", ".join(map(str, range(12))), ", ".join(map(str, range(13)))
+    with pytest.raises(ProtocolError) as refused:
+        signed.sign("s", b"x", frozenset(range(13)), session=second, client=2)
+    assert f"over clients [0, 2] and [2] before the server restarted; refusing to sign it into a sum over [{twelve}, ... (13 in all)]" \
+        in str(refused.value)
+    assert thirteen not in str(refused.value)
+    with pytest.raises(ProtocolError) as refused:
+        signed.sign("s", b"x", frozenset(range(12)), session=second, client=2)
+    assert f"into a sum over [{twelve}] (the difference" in str(refused.value)
+
+
 # --- attacks by a server that "restarts" (R-RESUME) ---------------------------------------------
 
 
@@ -171,14 +188,16 @@ def _close(guess: np.ndarray, truth: np.ndarray) -> bool:
     return bool(np.allclose(guess, truth, atol=1e-4))
 
 
-def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_client(monkeypatch):
-    """Session 1 sums x_0..x_3 (every client signs {0, 1, 2, 3}). The server "restarts": a new
-    session, new keys, and the plans recompute the same round, so 0, 1 and 2 hold the same
-    contributions; it asks for them again without client 3. The difference of the two sums would
-    be x_3: each client refuses to sign its contribution into another set than before."""
+@pytest.mark.parametrize("streaming", [False, True], ids=["survivor set", "streaming live set"])
+def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_client(monkeypatch, streaming):
+    """Session 1 sums x_0..x_3 (every client signs {0, 1, 2, 3}; a streaming sum binds its live
+    set when its input leaves). The server "restarts": a new session, new keys, and the plans
+    recompute the same round, so 0, 1 and 2 hold the same contributions; it asks for them again
+    without client 3. The difference of the two sums would be x_3: each client refuses to sign
+    its contribution into another set than before."""
     n, victim = 4, 3
     inputs = make_inputs(range(n), shapes={"w": (16,)})
-    spec = SumSpec.of("s", inputs[0])
+    spec = SumSpec.of("s", inputs[0], streaming=streaming)
 
     def attack() -> bool:
         identities = {c: IdentityKey.generate() for c in range(n)}
@@ -188,7 +207,8 @@ def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_c
         def session(clients: list[int]):
             sid = new_session_id()
             server = make_server(MASK, session=sid, directory=directory, clients=list(range(n)))
-            roles = {c: make_client(MASK, client_id=c, session=sid, identity=identities[c], directory=directory, signed=signed[c]) for c in clients}
+            roles = {c: make_client(MASK, client_id=c, session=sid, identity=identities[c], directory=directory, signed=signed[c],
+                                    policy=ClientPolicy()) for c in clients}
             runner = LocalRunner(server, roles)
             runner.run(server.setup(0, participants=clients))
             for c in clients:
@@ -200,6 +220,28 @@ def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_c
         return _close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_bind", lambda self, name, digest, contributors: None)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["survivor set", "streaming live set"])
+def test_a_contribution_is_bound_per_sum_so_another_sums_equal_values_still_go_through(streaming):
+    """What a client signs is bound to (sum, contribution): a plan whose sum "b" carries the same
+    values as its sum "a" (zero gradients, say) can still have "b" summed over fewer clients
+    after a restart. Nothing is given away by it that one session could not already ask for:
+    within a session, "a" and "b" may go into any sets."""
+    n = 4
+    inputs = make_inputs(range(n), shapes={"w": (16,)})
+    identities = {c: IdentityKey.generate() for c in range(n)}
+    signed = {c: SignedContributions() for c in range(n)}
+
+    def session(name: str, clients: list[int]):
+        run = local_session(MASK, range(n), identities=identities, signed=signed, policy=ClientPolicy())
+        run.runner.run(run.server.setup(0, participants=clients))
+        return run.secure_sum(name, {c: inputs[c] for c in clients}, streaming=streaming)
+
+    session("a", list(range(n)))
+    fewer = session("b", [0, 1, 2])
+    assert _close(fewer.values["w"], sum(inputs[c]["w"] for c in (0, 1, 2)))
+    assert all(len(signed[c]) == 2 for c in (0, 1, 2))  # one entry per sum: both were bound
 
 
 def test_attack_a_restarted_server_reusing_its_session_id(monkeypatch):
