@@ -248,3 +248,78 @@ def test_a_graph_nonce_of_the_wrong_length_is_refused_even_when_committed_to():
     session, result, _ = _sparse_run(hook, prepare=lie)
     assert any("rejected 2: graph: client 2's nonce does not match its commitment" in line for line in session.server.log), session.server.log
     assert result.contributors == frozenset(range(12)) - {LIAR}
+
+
+def test_a_sum_too_few_survivors_sign_for_is_redone_under_new_keys_among_the_signers():
+    """All ten clients send their inputs, but four go silent at CONSISTENCY: six signatures are
+    fewer than the threshold of 7 every client needs before it reveals anything, so unmasking
+    now would stall the run on honest refusals. Nothing is revealed yet, so the server re-keys
+    the six that signed and asks for the sum again: the run goes on and delivers their sum."""
+    silent = {6, 7, 8, 9}
+    session = local_session(MASK, range(N), drop={Stage.CONSISTENCY: silent})
+    session.start_round()
+    inputs = make_inputs(range(N), shapes=SHAPE)
+    result = session.secure_sum("s", inputs)
+    signers = set(range(N)) - silent
+    assert any("too few of client" in line and "re-keying" in line for line in session.server.log), session.server.log
+    assert result.contributors == frozenset(signers)
+    assert np.allclose(result.values["w"], plain_sum(inputs, signers)["w"], atol=1e-5)
+
+
+def test_a_recovery_request_carries_the_signatures_of_the_missing_clients_groups_and_no_others():
+    """Sparse graph: client 5 goes silent after its input, so its seed is recovered from its
+    neighbours. A neighbour reveals its share of 5's seed only after t signatures from 5's group
+    (5 and its neighbours) vouch for 5, so its request carries that group's signatures, whatever
+    it was shown at UNMASK; a helper that holds no share of 5 gets none. A request then grows
+    with the degree, not with the number of clients (the point of the sparse graph). The sum
+    over all twelve is delivered."""
+    requests = {}
+
+    def hook(d, s, c, data):
+        if (d, s) == ("down", Stage.RECOVER):
+            requests[c] = codec.decode(data)
+        return data
+
+    session, result, inputs = _sparse_run(hook, drop={Stage.UNMASK: {5}})
+    assert result.contributors == frozenset(range(12))
+    assert np.allclose(result.values["w"], plain_sum(inputs, range(12))["w"], atol=1e-5)
+    assert sorted(requests) == [c for c in range(12) if c != 5]
+    graph = session.clients[0]._epoch.graph  # a client's own graph, from the epoch's view
+    for helper, request in requests.items():
+        assert request.missing == (5,)
+        expected = graph.closed(5) if 5 in graph.of(helper) else frozenset()
+        assert [s.client for s in request.signatures] == sorted(expected), helper
+
+
+@pytest.mark.parametrize(("stage", "kind"), [(Stage.INPUT, "mask_key"), (Stage.UNMASK, "seed")])
+def test_a_dealer_whose_shares_do_not_interpolate_is_named_and_the_run_goes_on(stage, kind, monkeypatch):
+    """Client 4 deals shares of no 32-byte secret (on a polynomial whose value at 0 is 2**256,
+    committed to as dealt, so no holder can tell), then drops before its input (its mask key
+    is rebuilt) or goes silent after it (its seed is rebuilt). The rebuild fails: the server
+    names 4, not a holder, and abandons that sum; the run goes on, and its next sum is
+    delivered over the clients still live."""
+    from secure_fedgraph.crypto import shamir
+    from secure_fedgraph.errors import SumAbandoned
+
+    def no_secret(secret, *, xs, threshold):
+        return {x: ((2**256 + x) % shamir.PRIME).to_bytes(shamir.SHARE_BYTES, "big") for x in xs}
+
+    session = local_session(MASK, range(N), drop={stage: {4}})
+    dealer = session.clients[4]
+    honest = dealer._on_share_keys
+
+    def deal_garbage(request):
+        with monkeypatch.context() as m:
+            m.setattr(shamir, "split", no_secret)
+            return honest(request)
+
+    dealer._on_share_keys = deal_garbage
+    session.start_round()
+    with pytest.raises(SumAbandoned, match=f"client 4's {'mask key' if kind == 'mask_key' else 'self-mask'} could not be rebuilt"):
+        session.secure_sum("s0", make_inputs(range(N), shapes=SHAPE))
+    assert session.server.excluded == {4: f"dealt {kind} shares that do not interpolate"}
+    others = set(range(N)) - {4}
+    inputs = make_inputs(others, seed=1, shapes=SHAPE)
+    result = session.secure_sum("s1", inputs)
+    assert result.contributors == frozenset(others)
+    assert np.allclose(result.values["w"], plain_sum(inputs, others)["w"], atol=1e-5)
