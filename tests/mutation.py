@@ -16,6 +16,7 @@ survive a fork).
     python -m tests.mutation                      # every module in MODULES
     python -m tests.mutation --modules session    # a part of them (by MODULES key)
     python -m tests.mutation --report             # the kill rates of the last run, no new run
+    python -m tests.mutation --retest --modules ckks   # the last run's survivors only, against today's tests
 """
 
 from __future__ import annotations
@@ -86,6 +87,39 @@ def stage(module: str) -> Path:
     return where
 
 
+def retest(module: str) -> list[str]:
+    """Run the last run's survivors of ``module`` again against today's tests (the module itself
+    must be unchanged since that run: mutants are numbered per source). Returns their names."""
+    where = STAGE / module
+    meta = where / "mutants" / (MODULES[module] + ".meta")
+    if not meta.exists():
+        raise SystemExit(f"{MODULES[module]} has no earlier run to retest: run it in full first")
+    repo_path = ROOT / _repository_path(MODULES[module])
+    if repo_path.read_bytes() != (where / MODULES[module]).read_bytes():
+        raise SystemExit(f"{repo_path.relative_to(ROOT)} changed since its last run: run it in full (--modules {module})")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    names = sorted(name for name, code in codes.items() if code in SURVIVED | NOT_REACHED)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    mutated = where / "mutants" / MODULES[module]
+    kept = mutated.read_bytes()  # the mutants themselves; everything around them is today's
+    for root in (where, where / "mutants"):
+        shutil.rmtree(root / "tests", ignore_errors=True)
+        shutil.copytree(ROOT / "tests", root / "tests", ignore=ignore)
+        for folder, target in LAYOUT.items():
+            shutil.copytree(ROOT / folder, root / target, ignore=ignore, dirs_exist_ok=True)
+    mutated.write_bytes(kept)
+    (where / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function: collected again
+    return names
+
+
+def _repository_path(staged: str) -> str:
+    """Where a staged (installed-layout) path lives in this repository."""
+    for folder, target in sorted(LAYOUT.items(), key=lambda item: -len(item[1])):
+        if staged.startswith(target + "/"):
+            return folder + staged[len(target):]
+    raise ValueError(staged)
+
+
 def mutmut(where: Path, *args: str) -> int:
     """Run mutmut in ``where`` with this interpreter."""
     env = {**os.environ, "PYTHONPATH": ""}
@@ -130,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=list(MODULES), help="which check modules to mutate (default: all)")
     parser.add_argument("--report", action="store_true", help="print the kill rates of the last run without running")
+    parser.add_argument("--retest", action="store_true", help="run only the last run's survivors again, against today's tests "
+                        "(for a module unchanged since that run)")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once (default: one per core)")
     args = parser.parse_args(argv)
     if not args.report:
@@ -138,8 +174,15 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             parser.error("mutmut is not installed: pip install -e '.[mutate]'")
         for module in args.modules:
-            print(f"mutating {MODULES[module]} ...", flush=True)
-            code = mutmut(stage(module), "run", "--max-children", str(args.max_children))
+            if args.retest:
+                names = retest(module)
+                print(f"retesting the {len(names)} survivors of {MODULES[module]} ...", flush=True)
+                if not names:
+                    continue
+                code = mutmut(STAGE / module, "run", "--max-children", str(args.max_children), *names)
+            else:
+                print(f"mutating {MODULES[module]} ...", flush=True)
+                code = mutmut(stage(module), "run", "--max-children", str(args.max_children))
             if code:
                 return code
     report(args.modules)

@@ -209,3 +209,14 @@ def test_the_server_accepts_only_answers_to_its_current_step(change, match):
     with pytest.raises(ProtocolError, match=match):
         step.accept(0, kind(wrong, os.urandom(NONCE_BYTES)) if kind is Joined else kind(wrong))
     assert accepted == [0]
+
+
+def test_every_step_carries_the_phase_the_plan_set_for_traffic_by_phase():
+    """Traffic is reported by the plan's phase (metrics.json, "traffic by phase"): a step made
+    before the plan names a phase is unlabelled (""), and every later one carries the name."""
+    from secure_fedgraph.protocol.stages import Stage
+
+    seq = Sequencer(new_proposal())
+    assert seq.step(Stage.INPUT, lambda h: {}, lambda c, r: None, object).phase == ""
+    seq.phase = "split learning"
+    assert seq.step(Stage.INPUT, lambda h: {}, lambda c, r: None, object).phase == "split learning"
