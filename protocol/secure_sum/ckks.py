@@ -25,9 +25,14 @@ Per sum:
                   are the sum of the claimed contributors' own: the aggregate is exactly one
                   ciphertext of each contributor, not copies, multiples or other sums' pieces
                   (threat_model.md C-CHECK). A client whose check fails keeps nothing and says so.
-  7. VERIFY       (only after a failed check) each contributor's ciphertexts go to another
-                  contributor, who answers only whether their check lanes are that
-                  contributor's; a sender caught is excluded and the sum abandoned (C-LIAR).
+  7. VERIFY       (only after a complaint) each contributor's ciphertexts go to C + 1 other
+                  contributors (C: the colluders the run is configured against), each of
+                  whom answers only whether their check lanes are that contributor's. Every
+                  client holds the same key and check key, so honest checkers agree, and C + 1
+                  agreeing verdicts include an honest one: a sender all C + 1 find invalid is
+                  excluded and the sum abandoned; if all C + 1 find every contribution valid,
+                  the aggregate is their sum, so the complaints were lies: the complainers are
+                  excluded and the sum stands. Split verdicts convict nobody (C-LIAR).
 
 Clients hand a decrypted sum to the server only when their plan marked it releasable, rounded
 to its stated precision (engine.ClientHost; C-RELEASE). The server learns ciphertexts only; any
@@ -306,37 +311,60 @@ class CkksServer(ServerRole):
         self.live &= set(outcome.accepted)
         if complaints:
             self.log.append(f"round {self.round}: sum {spec.name!r} failed its check at clients {sorted(complaints)}")
-            bad = yield from self._find_bad_senders(index, kept)
-            for client in bad:
-                self._exclude(client, f"sent ciphertexts for sum {spec.name!r} that fail their check lanes")
-            self.live -= bad
-            raise SumAbandoned(f"sum {spec.name!r}: the aggregate failed its check at {len(complaints)} clients; "
-                               f"{'senders ' + str(sorted(bad)) + ' excluded' if bad else 'no sender identified'}; abandoned")
+            bad, valid = yield from self._find_bad_senders(index, kept)
+            if self._complaints_refuted(bad, valid, contributors):
+                for client in sorted(complaints):
+                    self._exclude(client, f"complained about sum {spec.name!r}, whose every contribution its checkers found valid")
+                self.live -= set(complaints)
+            else:
+                for client in bad:
+                    self._exclude(client, f"sent ciphertexts for sum {spec.name!r} that fail their check lanes")
+                self.live -= bad
+                raise SumAbandoned(f"sum {spec.name!r}: the aggregate failed its check at {len(complaints)} clients; "
+                                   f"{'senders ' + str(sorted(bad)) + ' excluded' if bad else 'no sender identified'}; abandoned")
         bound = params.error_bound(len(contributors), clip_range=clip_range, scale_bits=scale_bits)
         return SumResult(spec, None, frozenset(contributors), None, bound)
 
     def _statement(self, index: int, name: str, contributors: tuple[int, ...]) -> bytes:
         return contributor_statement(self.session, self.round, self._epoch, index, name, contributors)
 
-    def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[set[int]]:
-        """6. Each kept contribution goes to the next live contributor, who checks it alone."""
+    def _verdicts_needed(self) -> int:
+        """How many checkers must agree on a contribution: one more than the clients that may
+        collude (the configured adversary), so that at least one of them is honest."""
+        return self.config.mask.adversary.colluders(len(self.clients)) + 1
+
+    @staticmethod
+    def _complaints_refuted(bad: set[int], valid: set[int], contributors: tuple[int, ...]) -> bool:
+        """Every contribution was found valid by enough checkers: the aggregate (the server's
+        own sum of them) is right, and whoever complained about it lied (C-LIAR)."""
+        return not bad and valid == set(contributors)
+
+    def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[tuple[set[int], set[int]]]:
+        """7. Each kept contribution goes to the next k live contributors in turn (one VERIFY
+        step per turn, one contribution per client and step), k = :meth:`_verdicts_needed`.
+        Returns (owners all k found invalid, owners all k found valid); nothing when fewer than
+        k others can check (no verdict would be sure to hold an honest one)."""
         checkers = sorted(self.live & set(kept))
-        if len(checkers) < 2:
-            return set()
-        owner_of = {checkers[(i + 1) % len(checkers)]: owner for i, owner in enumerate(checkers)}
-        bad: set[int] = set()
+        k = self._verdicts_needed()
+        if len(checkers) < k + 1:
+            self.log.append(f"round {self.round}: only {len(checkers)} contributors can check each other, need {k + 1}: no sender judged")
+            return set(), set()
+        verdicts: dict[int, dict[int, bool]] = {owner: {} for owner in checkers}
+        for turn in range(1, k + 1):
+            owner_of = {checkers[(i + turn) % len(checkers)]: owner for i, owner in enumerate(checkers)}
 
-        def accept_verdict(client: int, response: VerifyResponse) -> None:
-            if response.owner != owner_of[client]:
-                raise ProtocolError(f"verify: client {client} answered for client {response.owner}, not {owner_of[client]}")
-            if not response.valid:
-                bad.add(response.owner)
+            def accept_verdict(client: int, response: VerifyResponse, owner_of=owner_of) -> None:
+                if response.owner != owner_of[client]:
+                    raise ProtocolError(f"verify: client {client} answered for client {response.owner}, not {owner_of[client]}")
+                verdicts[response.owner][client] = response.valid
 
-        outcome = yield self._step(
-            Stage.VERIFY, lambda h: {c: VerifyRequest(h, index, o, kept[o]) for c, o in owner_of.items()}, accept_verdict
-        )
-        self._note(Stage.VERIFY, outcome)
-        return bad
+            outcome = yield self._step(
+                Stage.VERIFY, lambda h, owner_of=owner_of: {c: VerifyRequest(h, index, o, kept[o]) for c, o in owner_of.items()},
+                accept_verdict,
+            )
+            self._note(Stage.VERIFY, outcome)
+        agreed = {owner: set(v.values()) for owner, v in verdicts.items() if len(v) == k}
+        return {o for o, v in agreed.items() if v == {False}}, {o for o, v in agreed.items() if v == {True}}
 
 
 @dataclass(frozen=True)
@@ -533,9 +561,8 @@ class CkksClient(ClientRole):
             return DeliverResponse(self._header(request), False, str(exc))
         if not self._matches(chunks, contributors, pending, bound):
             return DeliverResponse(self._header(request), False, "the aggregate is not the sum of its contributors' ciphertexts (check lanes)")
-        self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, bound))
-        self._pending = None
-        return DeliverResponse(self._header(request), True)
+        self._finish(SumResult(spec, spec.unflatten(values), contributors, clipped, bound))  # kept pending: another
+        return DeliverResponse(self._header(request), True)  # contributor's complaint may still have this client check ciphertexts
 
     def _on_verify(self, request: VerifyRequest) -> VerifyResponse:
         """Check one contributor's ciphertexts alone; answer only valid or not (the values stay here)."""

@@ -44,6 +44,6 @@ TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
         _S.INPUT: frozenset({_S.CONSISTENCY, _S.INPUT, _S.ADVERTISE}),
         _S.CONSISTENCY: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
         _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE, _S.VERIFY}),  # VERIFY: the aggregate failed its check somewhere
-        _S.VERIFY: frozenset({_S.INPUT, _S.ADVERTISE}),
+        _S.VERIFY: frozenset({_S.VERIFY, _S.INPUT, _S.ADVERTISE}),  # VERIFY again: each contribution has C + 1 checkers, one per step
     },
 }

@@ -1073,7 +1073,78 @@ def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch
         assert session.server.excluded.keys() == {2} and result.contributors == frozenset({0, 1, 3, 4})
         return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
 
-    defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or set())
+    defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or (set(), set()))
+
+
+def _ckks_liar_run(liar: int, *, sends_garbage: bool, lies_at_verify: bool, complains: bool):
+    """Five ckks clients on their default policy; ``liar`` may encrypt under a key of its own,
+    answer every VERIFY "invalid", and complain about every delivered sum. Returns the session
+    and the first sum's outcome (its result, or the SumAbandoned it raised)."""
+    from secure_fedgraph.crypto.ckks import SecretContext
+    from secure_fedgraph.errors import SumAbandoned
+    from secure_fedgraph.protocol.secure_sum.messages import DeliverResponse, VerifyResponse
+
+    stranger = SecretContext.generate(CKKS.ckks.params)
+
+    def hook(direction, stage, client, data):
+        if direction != "up" or client != liar:
+            return data
+        response = codec.decode(data)
+        if stage is Stage.INPUT and sends_garbage:
+            blobs, _ = stranger.encrypt(np.zeros(16), params=CKKS.ckks.params, clip_range=CKKS.ckks.clip_range)
+            response = dataclasses.replace(response, ciphertexts=tuple(blobs))
+        elif stage is Stage.VERIFY and lies_at_verify:
+            response = VerifyResponse(response.header, response.owner, False)
+        elif stage is Stage.DELIVER and complains:
+            response = DeliverResponse(response.header, False, "the aggregate is not the sum of its contributors' ciphertexts")
+        return codec.encode(response)
+
+    session = local_session(CKKS, range(5), intercept=hook, policy=CKKS_ONLY)
+    session.start_round()
+    try:
+        return session, session.secure_sum("a", make_inputs(range(5), shapes=SHAPE))
+    except SumAbandoned as abandoned:
+        return session, abandoned
+
+
+def test_attack_a_ckks_checker_answering_invalid_to_frame_an_honest_contributor(monkeypatch):
+    """Client 3 encrypts under a key of its own (spoiling the sum) and, asked to check another
+    contributor's ciphertexts, always answers "invalid": with one checker per contribution, the
+    honest client it checks would be excluded beside it. Each contribution is checked by C + 1
+    contributors and convicted only when all of them find it invalid, so only 3 is excluded and
+    the run goes on without it (threat_model.md C-LIAR)."""
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
+
+    def attack() -> bool:
+        session, _ = _ckks_liar_run(3, sends_garbage=True, lies_at_verify=True, complains=False)
+        assert 3 in session.server.excluded, "the liar was not caught"
+        inputs = make_inputs(range(5), seed=1, shapes=SHAPE)
+        others = sorted(session.server.live)
+        session.secure_sum("b", {c: inputs[c] for c in others})
+        assert _close(session.clients[others[0]].last_result.values["w"], sum(inputs[c]["w"] for c in others))
+        return set(session.server.excluded) != {3}  # an honest client was framed
+
+    defence_stops(attack, monkeypatch, CkksServer, "_verdicts_needed", lambda self: 1)
+
+
+def test_attack_a_false_ckks_complaint_costs_the_complainer_not_the_sum(monkeypatch):
+    """Client 3 says "the check failed" about an honest aggregate. Its complaint alone must not
+    abandon the sum or make honest clients leave: every contribution is checked by C + 1 others,
+    all found valid, so the aggregate (their sum) is right: client 3 is excluded for its lie and
+    the sum stands (threat_model.md C-LIAR)."""
+    from secure_fedgraph.errors import SumAbandoned
+    from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
+
+    def attack() -> bool:
+        session, outcome = _ckks_liar_run(3, sends_garbage=False, lies_at_verify=False, complains=True)
+        if isinstance(outcome, SumAbandoned):
+            return True  # one client's word lost the sum
+        inputs = make_inputs(range(5), shapes=SHAPE)
+        assert set(session.server.excluded) == {3} and "complained about sum 'a'" in session.server.excluded[3]
+        assert all(_close(session.clients[c].last_result.values["w"], sum(inputs[c]["w"] for c in range(5))) for c in (0, 1, 2, 4))
+        return False
+
+    defence_stops(attack, monkeypatch, CkksServer, "_complaints_refuted", staticmethod(lambda bad, valid, contributors: False))
 
 
 CKKS_ONLY = ClientPolicy(backends=frozenset({Backend.CKKS}))  # the clients' default policy, but for the backend (the option a ckks run needs)
