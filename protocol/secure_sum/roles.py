@@ -319,7 +319,7 @@ class ClientRole(SecretMaterial, ABC):
             raise ProtocolError(
                 f"client {self.client_id}: unexpected stage {h.stage.value} after {self.state.value if self.state else 'start'}"
             )
-        if h.round < self.round or (h.round > self.round and h.stage not in self.round_entry):
+        if h.round < max(self.round, 0) or (h.round > self.round and h.stage not in self.round_entry):
             raise ProtocolError(f"client {self.client_id}: request for round {h.round} at stage {h.stage.value} while in round {self.round}")
         self._last_step = h.step
         self.settle(request)
