@@ -390,7 +390,7 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     """Run one round for (backend, n, L, repeat) and return the run record."""
     args = argparse.Namespace(**job["args"])
     backend, n, L, repeat = job["backend"], job["n"], job["L"], job["repeat"]
-    from secure_fedgraph.protocol.local import local_session
+    from secure_fedgraph.protocol.engine.local import local_session
 
     config = make_config(backend, args)
     record: dict[str, Any] = {"record": "run", "backend": backend, "n": n, "L": L, "repeat": repeat, "graph": None, "degree": None}

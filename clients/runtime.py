@@ -21,12 +21,12 @@ which it says with another status), the clients whose plan keeps its state at ro
 reconnect with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
 server's Welcome is checked like the first (the whole policy again), and must announce the same
 run, among clients the run started with, under the same identity keys, at a round whose state
-the client kept (protocol/resume.py); the client then starts a new session with new secure-sum
+the client kept (protocol/engine/resume.py); the client then starts a new session with new secure-sum
 keys (threat_model.md R-RESUME).
 
 ``crash_at`` (``--crash-at STAGE[@ROUND][:N]``) is a fault-injection aid for tests: the process
 kills itself with SIGKILL, with every client it hosts, on receiving the request at that crash
-point (protocol/crash_point.py), before answering it.
+point (protocol/core/crash_point.py), before answering it.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
 from secure_fedgraph.papers import RESUMABLE, plan_class
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.engine import ClientHost
-from secure_fedgraph.protocol.messages import Header, SessionRequest, UploadResponse, Welcome, named
-from secure_fedgraph.protocol.crash_point import CrashPoint, crash_by_sigkill
-from secure_fedgraph.protocol.resume import RunMemory
-from secure_fedgraph.protocol.session import ClientOpening, welcome_digest
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.contexts import ClientHost
+from secure_fedgraph.protocol.core.messages import Header, SessionRequest, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.core.crash_point import CrashPoint, crash_by_sigkill
+from secure_fedgraph.protocol.engine.resume import RunMemory
+from secure_fedgraph.protocol.core.session import ClientOpening, welcome_digest
 from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import IdentityDirectory
-from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
+from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
 from secure_fedgraph.resources import ensure_client_files, usage
@@ -109,7 +109,7 @@ class _Announced:
     secure: Any  # SecureSumConfig
     plan: Any  # the plan object, shared by this process's clients (as one process shares it in-process)
     directory: Mapping[int, bytes]  # participant -> identity key, each certificate checked against the CA
-    digest: bytes  # of what the Welcome announces, which the session id covers (protocol/session.py)
+    digest: bytes  # of what the Welcome announces, which the session id covers (protocol/core/session.py)
 
 
 @dataclass
@@ -334,7 +334,7 @@ class _HostLink:
 
 class _LogicalClient:
     """One hosted client across the sessions of its run: its host in the current session, and its
-    memory of the run (protocol/resume.py), which outlives a server restart."""
+    memory of the run (protocol/engine/resume.py), which outlives a server restart."""
 
     def __init__(self, client: int, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say, outcome: ClientOutcome,
                  transcript: TranscriptWriter | None) -> None:

@@ -1,6 +1,7 @@
-"""The protocol layer: the round engine (plans' contexts and the client host, engine.py), the
-four collectives (collectives/), the secure-sum backends (secure_sum/), the wire codec and
-messages, and the transports that carry steps (transports/: in one process, over gRPC).
+"""The protocol layer, on floors that import only downwards (tests/test_layers.py): core/ (the
+vocabulary: specs, stages, steps, messages, sessions), secure_sum/ (the backends), collectives/
+and transports/ (the wire codec, in one process, over gRPC), and engine/ (the contexts a plan
+runs in, the client host, one process's wiring).
 
 Installed as ``secure_fedgraph.protocol`` (pyproject package-dir); import it by that name.
 """

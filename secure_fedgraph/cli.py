@@ -161,7 +161,7 @@ class _WithoutDefaults:
 
 
 def _add_crash_option(parser: argparse.ArgumentParser, whom: str) -> None:
-    """``--crash-at``: the one fault hook of both runtimes (protocol/crash_point.py)."""
+    """``--crash-at``: the one fault hook of both runtimes (protocol/core/crash_point.py)."""
     faults = parser.add_argument_group("fault injection (for tests)")
     faults.add_argument("--crash-at", default=None, metavar="STAGE[@ROUND][:N]",
                         help=f"kill {whom} (a wire stage name: advertise, share_keys, input, consistency, unmask, deliver, ...) in "
@@ -237,7 +237,7 @@ def _resumed_run(args: argparse.Namespace):
 
 
 def _server(args: argparse.Namespace) -> int:
-    from secure_fedgraph.protocol.crash_point import CrashPoint
+    from secure_fedgraph.protocol.core.crash_point import CrashPoint
     from secure_fedgraph.server.runtime import ServerOptions, run_server
 
     plan, secure = _resumed_run(args) if args.resume else (_plan(args), _secure_config(args))
@@ -266,7 +266,7 @@ def _server(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> int:
     from secure_fedgraph.clients.ids import parse_ids
-    from secure_fedgraph.protocol.crash_point import CrashPoint
+    from secure_fedgraph.protocol.core.crash_point import CrashPoint
     from secure_fedgraph.clients.runtime import ClientOptions, run_clients, stop_reasons
 
     options = ClientOptions(
@@ -294,7 +294,7 @@ def _client(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from secure_fedgraph.protocol.progress import human_bytes
+    from secure_fedgraph.protocol.engine.progress import human_bytes
     from secure_fedgraph.protocol.secure_sum.config import config_to_dict
     from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 
@@ -504,7 +504,7 @@ def _preflight(args: argparse.Namespace) -> None:
     if getattr(args, "plan", None) is not None:
         check_plan_name(args.plan)
     if getattr(args, "crash_at", None) is not None:
-        from secure_fedgraph.protocol.crash_point import CrashPoint
+        from secure_fedgraph.protocol.core.crash_point import CrashPoint
 
         CrashPoint.parse(args.crash_at)
     if args.command == "server":

@@ -4,7 +4,7 @@ Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for 
 clients, each authenticated by its certificate or its host's (protocol/transports/grpc.py);
 send each a Welcome (the run's configuration and the participants' CA-signed certificates: one
 body, sent once per stream) and open the session with the nonces the clients answer with (the
-session id is theirs as much as the server's: protocol/session.py); run the plan's server side over the gRPC
+session id is theirs as much as the server's: protocol/core/session.py); run the plan's server side over the gRPC
 transport, writing ``checkpoint.json`` at each round boundary of a plan that can resume; tell
 the clients the run is over; write ``metrics.json`` (and, with ``transcript``,
 ``transcript.bin``: every message the server received and sent) under the run directory.
@@ -30,17 +30,17 @@ from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of
 from secure_fedgraph.errors import ConfigError, DropoutError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.progress import RoundLog, traffic_summary
+from secure_fedgraph.protocol.engine.progress import RoundLog, traffic_summary
 from secure_fedgraph.resources import EXTRA_STREAMS, ensure_server_files, usage
-from secure_fedgraph.protocol.engine import Resumed, ServerContext
-from secure_fedgraph.protocol.crash_point import CrashPoint, crashing
-from secure_fedgraph.protocol.messages import Welcome
+from secure_fedgraph.protocol.engine.contexts import Resumed, ServerContext
+from secure_fedgraph.protocol.core.crash_point import CrashPoint, crashing
+from secure_fedgraph.protocol.core.messages import Welcome
 from secure_fedgraph.protocol.secure_sum.adversary import majority
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_server
-from secure_fedgraph.protocol.session import Sequencer, new_proposal
-from secure_fedgraph.protocol.steps import drive
-from secure_fedgraph.protocol.transcript import TranscriptWriter
+from secure_fedgraph.protocol.core.session import Sequencer, new_proposal
+from secure_fedgraph.protocol.core.steps import drive
+from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, make_server_handler, server_options
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
@@ -159,7 +159,7 @@ def _settled_usage(listening_files: int | None, *, wait_s: float = 5.0):
 
 
 def _run_plan(options, transport, joined, directory, certificates, say, events, *, run, saved: Checkpoint | None) -> dict[str, Any]:
-    seq = Sequencer(new_proposal())  # the session id is agreed with the clients when the session opens (protocol/session.py)
+    seq = Sequencer(new_proposal())  # the session id is agreed with the clients when the session opens (protocol/core/session.py)
     everyone = saved.run_clients if saved is not None else joined  # the clients the run started with: every floor counts them
     rounds = RoundLog(transport.traffic, say)
     resumptions = [*saved.resumptions, {"round": saved.round, "clients": len(joined)}] if saved is not None else []

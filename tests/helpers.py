@@ -192,8 +192,8 @@ class SplicingCkksServer:
     def aggregate(self, spec):
         from secure_fedgraph.crypto.ckks import PublicContext
         from secure_fedgraph.protocol.secure_sum.messages import ConsistencyRequest, DeliverRequest, InputRequest, Signature
-        from secure_fedgraph.protocol.spec import SumResult
-        from secure_fedgraph.protocol.stages import Stage
+        from secure_fedgraph.protocol.core.spec import SumResult
+        from secure_fedgraph.protocol.core.stages import Stage
 
         if spec.name != self.target:
             return (yield from super().aggregate(spec))
@@ -274,7 +274,7 @@ def default_policy_session(*args, policy=None, **kwargs):
     """``local_session`` with every client on its default policy (``ClientPolicy()``, the one a
     user gets) unless the test passes another: attack tests run against the defaults, and a test
     about a weaker option says so (``policy=ClientPolicy.accepting(config)``)."""
-    from secure_fedgraph.protocol.local import local_session
+    from secure_fedgraph.protocol.engine.local import local_session
     from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 
     return local_session(*args, policy=ClientPolicy() if policy is None else policy, **kwargs)

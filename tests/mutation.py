@@ -35,7 +35,7 @@ STAGE = ROOT / "build" / "mutate"
 
 # the check code: what a client or server verifies before it reveals, accepts or releases anything
 MODULES = {
-    "session": "secure_fedgraph/protocol/session.py",
+    "session": "secure_fedgraph/protocol/core/session.py",
     "policy": "secure_fedgraph/protocol/secure_sum/policy.py",
     "keyring": "secure_fedgraph/protocol/secure_sum/keyring.py",
     "signed": "secure_fedgraph/protocol/secure_sum/signed.py",
@@ -103,9 +103,9 @@ def retest(module: str) -> list[str]:
     mutated = where / "mutants" / MODULES[module]
     kept = mutated.read_bytes()  # the mutants themselves; everything around them is today's
     for root in (where, where / "mutants"):
-        shutil.rmtree(root / "tests", ignore_errors=True)
-        shutil.copytree(ROOT / "tests", root / "tests", ignore=ignore)
-        for folder, target in LAYOUT.items():
+        for folder, target in [("tests", "tests"), *LAYOUT.items()]:
+            shutil.rmtree(root / target, ignore_errors=True)  # nothing of the last run's layout may linger
+        for folder, target in [("tests", "tests"), *LAYOUT.items()]:
             shutil.copytree(ROOT / folder, root / target, ignore=ignore, dirs_exist_ok=True)
     mutated.write_bytes(kept)
     (where / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function: collected again

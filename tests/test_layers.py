@@ -1,8 +1,11 @@
-"""Imports point one way (issue 13): the lower rooms never import the higher ones, so a reader
-of data/, models/ or training/ needs nothing from the protocol or the plans, the mask
-server role needs nothing from the client role, and the secure-sum backends and the transports
-know nothing of each other (protocol/local.py wires them together). FORBIDDEN is README's
-"Layout" section written as code: change both together."""
+"""Imports point one way (issue 13, issue 30): the lower rooms never import the higher ones, so a
+reader of data/, models/ or training/ needs nothing from the protocol or the plans, the mask
+server role needs nothing from the client role, and protocol/ stands on floors that only look
+down: core/ (the vocabulary), then secure_sum/ (the backends), then collectives/ and
+transports/ (which know nothing of each other), then engine/ (plans' contexts, the client host,
+one process's wiring). FORBIDDEN is README's "Layout" section written as code: change both
+together. No module imports itself back through others, not even inside a function
+(test_no_import_cycles)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "secure_fedgraph"
+
+SECURE_SUM_MODULES = sorted(p.stem for p in (ROOT / "protocol" / "secure_sum").glob("*.py") if p.stem != "__init__")
 
 # folder (relative to the repository root) -> module prefixes it must not import
 _RUNTIMES = ("secure_fedgraph.server", "secure_fedgraph.clients", "secure_fedgraph.runs", "secure_fedgraph.cli")
@@ -38,11 +43,18 @@ FORBIDDEN = {
     "secure_fedgraph/resources.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",
                                      "secure_fedgraph.privacy", "secure_fedgraph.protocol", "secure_fedgraph.training", *_RUNTIMES),
     "protocol": ("secure_fedgraph.papers", *_RUNTIMES),
+    # protocol's floors, bottom up: core < secure_sum < collectives, transports < engine
+    "protocol/core": ("secure_fedgraph.protocol.secure_sum", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.transports",
+                      "secure_fedgraph.protocol.engine"),
     "protocol/secure_sum": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
-                            "secure_fedgraph.protocol.local", "secure_fedgraph.papers", "secure_fedgraph.training"),
+                            "secure_fedgraph.training"),
     "protocol/secure_sum/mask_server.py": ("secure_fedgraph.protocol.secure_sum.mask_client",),
-    "protocol/transports": ("secure_fedgraph.protocol.secure_sum", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
-                            "secure_fedgraph.crypto", "secure_fedgraph.papers", "secure_fedgraph.training"),
+    "protocol/collectives": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.engine", "secure_fedgraph.crypto",
+                             "secure_fedgraph.training"),
+    # the transports carry the secure-sum messages (codec.py encodes them) and nothing else of secure_sum/
+    "protocol/transports": (*(f"secure_fedgraph.protocol.secure_sum.{m}" for m in SECURE_SUM_MODULES if m != "messages"),
+                            "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine", "secure_fedgraph.crypto",
+                            "secure_fedgraph.training"),
     "server": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.clients"),
     "clients": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.server"),
 }
@@ -82,3 +94,110 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     (tmp_path / "room").mkdir()
     (tmp_path / "room" / "leaf.py").write_text("def f():\n    from secure_fedgraph.papers.base import Plan\n")
     assert violations("room", ("secure_fedgraph.papers",)) == ["room/leaf.py imports secure_fedgraph.papers.base", "room/leaf.py imports secure_fedgraph.papers.base.Plan"]
+
+
+def test_the_check_sees_an_upward_import_between_protocol_floors():
+    """A planted import of the engine from core/ (the vocabulary floor) is reported."""
+    planted = ROOT / "protocol" / "core" / "_planted_upward.py"
+    planted.write_text("def f():\n    from secure_fedgraph.protocol.engine.contexts import ClientHost\n")
+    try:
+        found = violations("protocol/core", FORBIDDEN["protocol/core"])
+    finally:
+        planted.unlink()
+    assert "protocol/core/_planted_upward.py imports secure_fedgraph.protocol.engine.contexts" in found
+
+
+# --- import cycles -----------------------------------------------------------------------------
+
+PACKAGE_ROOTS = {"secure_fedgraph": "secure_fedgraph", "protocol": "secure_fedgraph.protocol", "server": "secure_fedgraph.server",
+                 "clients": "secure_fedgraph.clients"}  # folder -> the package it installs as (pyproject package-dir)
+
+
+def installed_modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module of the package, by the dotted name it is imported as."""
+    modules = {}
+    for folder, dotted in PACKAGE_ROOTS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join([dotted, *parts])] = path
+    return modules
+
+
+def import_edges(path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
+    """The package's modules a file imports, at the top or inside a function: ``from p import m``
+    is an edge to the module p.m where m is one (not to p's __init__), else to p."""
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            edges.update(filter(None, (resolve(alias.name) for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                edges.add(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else resolve(node.module))
+    edges.discard(None)
+    return edges
+
+
+def import_cycles(root: pathlib.Path) -> list[list[str]]:
+    """Groups of modules that import each other, directly or around a loop (Tarjan's strongly
+    connected components, iteratively)."""
+    modules = installed_modules(root)
+    graph = {m: sorted(import_edges(p, modules) - {m}) for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    cycles.append(sorted(group))
+    return cycles
+
+
+def test_no_import_cycles():
+    assert import_cycles(ROOT) == []
+
+
+def test_the_check_sees_a_cycle_hidden_inside_a_function(tmp_path):
+    """The guard itself can fail: two modules that import each other, one only inside a function."""
+    for folder in PACKAGE_ROOTS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "secure_fedgraph" / "a.py").write_text("from secure_fedgraph import b\n")
+    (tmp_path / "secure_fedgraph" / "b.py").write_text("def f():\n    from secure_fedgraph.a import g\n")
+    (tmp_path / "secure_fedgraph" / "c.py").write_text("from secure_fedgraph import a\n")
+    assert import_cycles(tmp_path) == [["secure_fedgraph.a", "secure_fedgraph.b"]]

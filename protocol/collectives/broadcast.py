@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from secure_fedgraph.protocol.messages import Ack, BroadcastRequest, named
-from secure_fedgraph.protocol.session import Sequencer
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+from secure_fedgraph.protocol.core.messages import Ack, BroadcastRequest, named
+from secure_fedgraph.protocol.core.session import Sequencer
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import StepGen, StepOutcome
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from secure_fedgraph.protocol.messages import Ack, ScatterRequest, named
-from secure_fedgraph.protocol.session import Sequencer
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+from secure_fedgraph.protocol.core.messages import Ack, ScatterRequest, named
+from secure_fedgraph.protocol.core.session import Sequencer
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import StepGen, StepOutcome
 
 
 def scatter(seq: Sequencer, per_client: Mapping[int, Mapping[str, Any]], name: str) -> StepGen[StepOutcome]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
-from secure_fedgraph.protocol.steps import StepGen
+from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.core.steps import StepGen
 
 
 @dataclass(frozen=True)

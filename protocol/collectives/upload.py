@@ -13,11 +13,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.messages import UploadRequest, UploadResponse, tensors_of
-from secure_fedgraph.protocol.spec import SumSpec
-from secure_fedgraph.protocol.session import Sequencer
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import StepGen
+from secure_fedgraph.protocol.core.messages import UploadRequest, UploadResponse, tensors_of
+from secure_fedgraph.protocol.core.spec import SumSpec
+from secure_fedgraph.protocol.core.session import Sequencer
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import StepGen
 
 
 class PrivacyHook(Protocol):

@@ -4,11 +4,11 @@ Client side: a :class:`ClientRole` (``make_client``) answers the server's reques
 contribution with ``contribute(name, tensors)``. Server side: a :class:`ServerRole`
 (``make_server``) runs ``setup(round)`` once per round, then ``aggregate(spec)`` per sum;
 both are generators of :class:`Step` that a driver executes (the in-process transport's
-``LocalRunner``, wired up by :func:`secure_fedgraph.protocol.local.local_session`; the gRPC
+``LocalRunner``, wired up by :func:`secure_fedgraph.protocol.engine.local.local_session`; the gRPC
 runtime across processes). This package imports no transport: the drivers sit above it.
 
     >>> import numpy as np
-    >>> from secure_fedgraph.protocol.local import local_session
+    >>> from secure_fedgraph.protocol.engine.local import local_session
     >>> from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
     >>> session = local_session(SecureSumConfig(backend=Backend.MASK), range(3))
     >>> session.start_round()
@@ -22,8 +22,8 @@ from secure_fedgraph.protocol.secure_sum.config import Backend, CkksConfig, Grap
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
-from secure_fedgraph.protocol.steps import Step, StepOutcome
-from secure_fedgraph.protocol.spec import SumResult, SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.steps import Step, StepOutcome
+from secure_fedgraph.protocol.core.spec import SumResult, SumSpec, TensorSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 __all__ = [

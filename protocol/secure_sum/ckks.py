@@ -108,7 +108,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
     VerifyResponse,
 )
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
 from secure_fedgraph.protocol.secure_sum.stages import Stage
 
 _NO_GRAPH = "none"

@@ -25,7 +25,7 @@ from secure_fedgraph.protocol.secure_sum.adversary import (
     sparse_parameters,
     survivor_floor,
 )
-from secure_fedgraph.protocol.spec import SumSpec
+from secure_fedgraph.protocol.core.spec import SumSpec
 from secure_fedgraph.validation import positive
 
 

@@ -100,7 +100,7 @@ from secure_fedgraph.protocol.secure_sum.mask_format import NONCE_BYTES, SEALED_
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
 from secure_fedgraph.protocol.secure_sum.stages import Stage
-from secure_fedgraph.protocol.spec import SumResult, SumSpec
+from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
 
 def _split(blob: bytes, count: int, size: int = NONCE_BYTES) -> tuple[bytes, ...] | None:
     """``count`` values of ``size`` bytes concatenated in ``blob``, or None if it is not that."""

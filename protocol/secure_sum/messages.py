@@ -1,5 +1,5 @@
 """Wire messages of the secure-sum protocol, as frozen dataclasses (Header and Ack are shared:
-see :mod:`secure_fedgraph.protocol.messages`).
+see :mod:`secure_fedgraph.protocol.core.messages`).
 
 Field names match proto/secure_fedgraph/wire/secure_sum.proto one for one; the codec maps
 between them and tests/protocol/test_codec.py round-trips every message. Every message
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
-from secure_fedgraph.protocol.messages import SERVER, Ack, Header
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header
+from secure_fedgraph.protocol.core.stages import Stage
 
 @dataclass(frozen=True)
 class SignedKeys:

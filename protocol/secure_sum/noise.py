@@ -1,6 +1,6 @@
 """Distributed DP inside the secure sum: what a client adds to its contribution before it leaves.
 
-For a sum whose spec carries :class:`~secure_fedgraph.protocol.spec.SumNoise`, each client
+For a sum whose spec carries :class:`~secure_fedgraph.protocol.core.spec.SumNoise`, each client
 clips its whole contribution to L2 norm C, rounds it to the sum's fixed-point grid 2^-p and adds
 Skellam noise of variance (z C 2^p)^2 / n_expected per element, drawn from fresh OS randomness
 (:mod:`secure_fedgraph.privacy.mechanisms.skellam`). With the mask backend the result is exactly the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secure_fedgraph.protocol.spec import SumNoise
+from secure_fedgraph.protocol.core.spec import SumNoise
 
 
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:

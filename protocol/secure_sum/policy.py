@@ -19,7 +19,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.privacy.analysis.skellam import noise_per_sensitivity
 from secure_fedgraph.protocol.secure_sum.adversary import MAX_KEY_EPOCHS, Adversary, complete_threshold, sparse_check, survivor_floor
 from secure_fedgraph.protocol.secure_sum.config import Backend, GraphKind, MaskPlan, SecureSumConfig
-from secure_fedgraph.protocol.spec import SumSpec
+from secure_fedgraph.protocol.core.spec import SumSpec
 
 # the command-line option of `secure-fedgraph client` behind each policy field (for error messages)
 OPTION = {
@@ -47,7 +47,7 @@ def _shown(value: float) -> str:
 class KeyEpochCount:
     """How many mask key epochs one logical client has taken part in over its run (every round's
     first and its re-keys), which :meth:`ClientPolicy.check_mask_round` caps. One lives for the
-    whole run: :class:`~secure_fedgraph.protocol.resume.RunMemory` holds it and hands it to the
+    whole run: :class:`~secure_fedgraph.protocol.engine.resume.RunMemory` holds it and hands it to the
     client's role of every session, as it does the signed contributions, so a server that
     "restarts" cannot reset it (threat_model.md M-GRAPH-SPARSE)."""
 

@@ -1,8 +1,8 @@
 """What every backend's server and client roles share: steps, headers, transition checks.
 
-A server role is written as generators of :class:`~secure_fedgraph.protocol.steps.Step`
-(see :mod:`secure_fedgraph.protocol.steps`); a transport executes them. Request headers come
-from the session's :class:`~secure_fedgraph.protocol.session.Sequencer`, shared with the other
+A server role is written as generators of :class:`~secure_fedgraph.protocol.core.steps.Step`
+(see :mod:`secure_fedgraph.protocol.core.steps`); a transport executes them. Request headers come
+from the session's :class:`~secure_fedgraph.protocol.core.session.Sequencer`, shared with the other
 collectives so step numbers increase over the whole session.
 
 A client role is a state machine: :meth:`ClientRole.handle` checks the header and the stage
@@ -32,10 +32,10 @@ from secure_fedgraph.protocol.secure_sum.noise import noised
 from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SERVER, Header, Message
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy, KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
-from secure_fedgraph.protocol.spec import SumResult, SumSpec, as_array
+from secure_fedgraph.protocol.core.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.secure_sum.stages import TRANSITIONS, Stage
-from secure_fedgraph.protocol.session import SESSION_BYTES, Sequencer
-from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome
+from secure_fedgraph.protocol.core.session import SESSION_BYTES, Sequencer
+from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome
 
 __all__ = ["ServerRole", "ClientRole", "Step", "StepGen", "StepOutcome", "new_session_id", "check_directory", "IdentityDirectory"]
 

@@ -1,5 +1,5 @@
 """Transports execute protocol steps: in one process, or across processes over gRPC.
 
-Both implement :class:`secure_fedgraph.protocol.steps.Transport` and know nothing of stages,
+Both implement :class:`secure_fedgraph.protocol.core.steps.Transport` and know nothing of stages,
 backends or crypto; they move encoded messages and report who answered.
 """

@@ -7,9 +7,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import Step
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import Step
 
 
 @dataclass

@@ -41,10 +41,10 @@ import grpc
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.identity_uris import uri_ranges
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Hello
-from secure_fedgraph.protocol.steps import Step, StepOutcome
-from secure_fedgraph.protocol.transcript import RECEIVED, SENT, TranscriptWriter
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import Hello
+from secure_fedgraph.protocol.core.steps import Step, StepOutcome
+from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.common import Traffic
 

@@ -4,7 +4,7 @@ Every message is serialised with the real wire codec and parsed again per recipi
 party ever shares an object with another (Flower's in-memory harness once let the first
 client mutate a message all others then read) and byte counts are the real wire sizes.
 A request object sent to many clients is encoded once per step. Dropouts are scripted by
-crash point (a stage, optionally of one round; protocol/crash_point.py), the points at which
+crash point (a stage, optionally of one round; protocol/core/crash_point.py), the points at which
 ``client --crash-at`` kills a real client process; an ``intercept`` hook lets tests tamper
 with, replay or swallow messages in flight, as an active network attacker or a malicious
 server would.
@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import Step, StepGen, StepOutcome, drive
-from secure_fedgraph.protocol.transcript import RunTranscripts
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome, drive
+from secure_fedgraph.protocol.transports.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.common import Traffic
 
 __all__ = ["Intercept", "LocalRunner", "Traffic"]

@@ -10,12 +10,12 @@ from collections import defaultdict
 import numpy as np
 
 from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict, with_plot
-from secure_fedgraph.audit.replay import RunView, Upload
+from secure_fedgraph.audit.replay import RunView, Upload, run_plan
 from secure_fedgraph.audit.sum_claims import plaintext_probe
 
 ACTIVATIONS = "h_c"  # CNFGNN's uploaded hidden states: "h_c", "h_c:train", "h_c:val", "h_c:test"
 GRADIENTS = "dL/dh_G"
-DPSGD_REPORT = "privacy:dpsgd"  # each client's DP-SGD report (protocol/engine.py): its (sigma, rate, steps, sensitivity), no data
+DPSGD_REPORT = "privacy:dpsgd"  # each client's DP-SGD report (protocol/engine/contexts.py): its (sigma, rate, steps, sensitivity), no data
 CNFGNN_UPLOADS = ("window_counts", GRADIENTS, DPSGD_REPORT)
 NFEDGNN_LATENTS = ("h", "h_eval")  # nFedGNN's uploads (and the tensors in them): each user's latent, its dropout-free twin
 
@@ -162,8 +162,6 @@ def nfedgnn_server_gets_latents_only(view: RunView) -> Finding:
     """Every upload is one (1, d) row per latent, named h / h_eval (never x_i's F values or a
     W_i); with per-user weights no key set-up and no sum; FedAvg'ed W_i only through a sum that
     hides them (mask, ckks), as SL-NORAW for CNFGNN's weights."""
-    from secure_fedgraph.audit.privacy_claims import run_plan
-
     d = run_plan(view).config.latent_size
     odd = sorted({u.name for u in view.uploads if u.name not in NFEDGNN_LATENTS})
     wide = [u for u in view.uploads if u.name in NFEDGNN_LATENTS

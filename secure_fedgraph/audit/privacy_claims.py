@@ -1,6 +1,6 @@
 """Checkers of the privacy claims a transcript can show (threat_model.md DP-ACCOUNT, DP-SGD,
 DDP-NOISE, DDP-RANGE, DDP-ACCOUNT). The epsilons are recomputed by the project's own
-accountants (privacy/accountant.py, protocol/noise_ledger.py) from what the transcript shows the
+accountants (privacy/accountant.py, protocol/engine/noise_ledger.py) from what the transcript shows the
 server received, and compared with what the run reported: the audit counts, it does not trust
 the count.
 """
@@ -10,26 +10,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
 from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict
-from secure_fedgraph.audit.replay import RunView, SumAttempt
+from secure_fedgraph.audit.replay import RunView, SumAttempt, run_plan
 
-DPSGD_REPORT = "privacy:dpsgd"  # protocol/engine.py DPSGD_REPORT: each client's (sigma, sample rate, steps, sensitivity)
-
-
-def run_plan(view: RunView) -> Any:
-    """The run's plan, rebuilt from the configuration its Welcome announced (cached on the view)."""
-    if "plan" not in view.cache:
-        from secure_fedgraph.papers import plan_class
-
-        announced = json.loads(json.dumps(view.config["plan"]))
-        if view.plan == "nfedgnn":  # a Welcome from before the option (every Welcome since names it) drew from the run seed
-            announced["config"].setdefault("user_randomness", "run_seed")
-        view.cache["plan"] = plan_class(view.plan).from_config_json(json.dumps(announced))
-    return view.cache["plan"]
+DPSGD_REPORT = "privacy:dpsgd"  # protocol/engine/contexts.py DPSGD_REPORT: each client's (sigma, sample rate, steps, sensitivity)
 
 
 def dpsgd_reports(view: RunView) -> dict[int, tuple[float, float, int, float]]:
@@ -250,7 +237,7 @@ def noised_sums_fit_the_ring(view: RunView) -> Finding:
 def ddp_epsilon_matches_the_noised_sums(view: RunView) -> Finding:
     """The run's distributed DP report, recomputed by the noise ledger from the noised sums the
     transcript shows delivered (their specs and contributors)."""
-    from secure_fedgraph.protocol.noise_ledger import NoiseLedger
+    from secure_fedgraph.protocol.engine.noise_ledger import NoiseLedger
     from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 
     delivered = [a for a in _noised(view) if a.deliver is not None]

@@ -1,4 +1,4 @@
-"""Replay a run's transcripts (protocol/transcript.py) into what the audit reasons about: the
+"""Replay a run's transcripts (protocol/transports/transcript.py) into what the audit reasons about: the
 run's configuration, every secure sum from its first input request to its delivery (or to the
 point where the server gave it up), every individual upload, what the server sent to whom,
 who went silent at which step, and the key set-ups of each round.
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.engine import RELEASE_PREFIX
-from secure_fedgraph.protocol.messages import (
+from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
+from secure_fedgraph.protocol.core.messages import (
     Joined,
     SessionRequest,
     BroadcastRequest,
@@ -41,8 +41,8 @@ from secure_fedgraph.protocol.messages import (
     tensors_of,
 )
 from secure_fedgraph.protocol.secure_sum import messages as sm
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, read_transcript
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, read_transcript
 
 At = tuple[bytes, int]  # (session, step): where a message belongs (a resumed run's transcript holds several sessions)
 _STAGES = list(Stage)
@@ -181,7 +181,7 @@ class WireCheck:
 
 @dataclass
 class Opening:
-    """How one session opened (protocol/session.py), as the server's transcript shows it: the
+    """How one session opened (protocol/core/session.py), as the server's transcript shows it: the
     Welcome it proposed, each client's nonce, and the nonces it sent back."""
 
     proposal: bytes
@@ -257,6 +257,18 @@ class RunView:
             return None
         self.client_reads += 1
         return found[1]
+
+
+def run_plan(view: RunView) -> Any:
+    """The run's plan, rebuilt from the configuration its Welcome announced (cached on the view)."""
+    if "plan" not in view.cache:
+        from secure_fedgraph.papers import plan_class
+
+        announced = json.loads(json.dumps(view.config["plan"]))
+        if view.plan == "nfedgnn":  # a Welcome from before the option (every Welcome since names it) drew from the run seed
+            announced["config"].setdefault("user_randomness", "run_seed")
+        view.cache["plan"] = plan_class(view.plan).from_config_json(json.dumps(announced))
+    return view.cache["plan"]
 
 
 def load_run(server_transcript: str | Path, client_transcripts: Iterable[str | Path] = (), *, metrics: str | Path | None = None) -> RunView:

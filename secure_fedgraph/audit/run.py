@@ -34,7 +34,7 @@ from secure_fedgraph.audit.findings import (
     verdict,
 )
 from secure_fedgraph.audit.replay import RunView, load_run
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """Checker of R-SESSION (threat_model.md, the gRPC runtime): every session id in the server's
-transcript is the one its clients' nonces make (protocol/session.py), so the server did not
+transcript is the one its clients' nonces make (protocol/core/session.py), so the server did not
 choose it, and reused none."""
 
 from __future__ import annotations
 
 from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed
 from secure_fedgraph.audit.replay import RunView
-from secure_fedgraph.protocol.session import NONCE_BYTES, agreed_session, welcome_digest
+from secure_fedgraph.protocol.core.session import NONCE_BYTES, agreed_session, welcome_digest
 
 
 @checks("R-SESSION")

@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.engine import ClientContext, ClientPlan, ServerContext
-from secure_fedgraph.protocol.steps import StepGen
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ClientPlan, ServerContext
+from secure_fedgraph.protocol.core.steps import StepGen
 
 
 class Plan(ABC):

@@ -63,8 +63,8 @@ from secure_fedgraph.papers.traffic import (
 )
 from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.papers import local_dp
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
 from secure_fedgraph.training.forecasting import curriculum, error_sums, load_weights, train_local, weights_of

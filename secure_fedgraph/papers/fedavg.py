@@ -59,9 +59,9 @@ from secure_fedgraph.papers.traffic import (
     report_errors,
     server_normalisation,
 )
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.spec import SumSpec
+from secure_fedgraph.protocol.core.spec import SumSpec
 from secure_fedgraph.training.forecasting import error_sums, load_weights, train_local, weights_of
 from secure_fedgraph.training.metrics import rmse_mae
 

@@ -74,8 +74,8 @@ from secure_fedgraph import privacy
 from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.papers.traffic import released_errors, report_errors
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.classification import accuracy_and_macro_f1, best_round, confusion_matrix, fedrel_loss
 from secure_fedgraph.training.forecasting import load_weights, weights_of

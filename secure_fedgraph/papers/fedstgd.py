@@ -72,9 +72,9 @@ from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.training.forecasting import load_weights
 from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.training.sum_tape import SumTape

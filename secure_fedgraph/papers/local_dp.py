@@ -16,8 +16,8 @@ from typing import Any
 
 from secure_fedgraph import privacy
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
-from secure_fedgraph.protocol.steps import StepGen
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
+from secure_fedgraph.protocol.core.steps import StepGen
 from secure_fedgraph.validation import positive_number
 
 

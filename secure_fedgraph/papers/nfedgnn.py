@@ -56,8 +56,8 @@ import torch.nn.functional as F
 from secure_fedgraph import privacy
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.node_classification import MODELS, PAPER_SETTINGS, accuracy, build_model, laplacian_penalty, normalise_rows
 from secure_fedgraph.training.node_user import NodeUser, glorot_from_uniforms, glorot_rows

@@ -14,9 +14,9 @@ import numpy as np
 from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import check_ddp_options, positive
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from secure_fedgraph.data import dcrnn_windows
 from secure_fedgraph.data.metr_la import METR_LA_SENSORS, TrafficSplits, load_cached
 from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import ClientContext, ServerContext
-from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
-from secure_fedgraph.protocol.steps import StepGen
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
+from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.steps import StepGen
 
 MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
 

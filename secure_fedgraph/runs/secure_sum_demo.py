@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
 

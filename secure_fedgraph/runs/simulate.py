@@ -15,22 +15,22 @@ from typing import Any
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.papers import RESUMABLE, check_resumable
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.progress import RoundLog, traffic_summary
-from secure_fedgraph.protocol.engine import ClientHost, Resumed, ServerContext
-from secure_fedgraph.protocol.crash_point import CrashPoint, Crashed, crash_by_raising, crashing
-from secure_fedgraph.protocol.resume import RunMemory
+from secure_fedgraph.protocol.engine.progress import RoundLog, traffic_summary
+from secure_fedgraph.protocol.engine.contexts import ClientHost, Resumed, ServerContext
+from secure_fedgraph.protocol.core.crash_point import CrashPoint, Crashed, crash_by_raising, crashing
+from secure_fedgraph.protocol.engine.resume import RunMemory
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.plain import OnePartyServer
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole, check_directory
-from secure_fedgraph.protocol.session import OpeningClient, Sequencer, new_proposal
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.transcript import RunTranscripts
+from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.transports.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Header, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import Header, UploadResponse, Welcome, named
 from secure_fedgraph.server.runtime import run_config
 
 
@@ -61,7 +61,7 @@ def simulate(
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
-    ``drop``: crash point -> clients silent from that request on (protocol/crash_point.py), the
+    ``drop``: crash point -> clients silent from that request on (protocol/core/crash_point.py), the
     schedule a run across processes gets from ``client --crash-at``. ``policy``: every
     client's own minimums (default: they accept ``secure``, as one user running every party
     would). ``restart_at``: the server dies on entering that step and the
@@ -101,7 +101,7 @@ def _one_party_server(config: SecureSumConfig, **kwargs: Any) -> OnePartyServer:
 
 class _Host:
     """A client host as the gRPC client runtime drives it: after each answer, its memory of the
-    run learns which round the server reached (protocol/resume.py)."""
+    run learns which round the server reached (protocol/engine/resume.py)."""
 
     def __init__(self, host: ClientHost, memory: RunMemory) -> None:
         self.host, self.memory = host, memory

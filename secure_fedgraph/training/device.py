@@ -18,7 +18,7 @@ def single_thread() -> Iterator[None]:
     """One torch thread inside, the caller's count restored after: BLAS results can depend on
     the thread count, and a run must give the same numbers in one process (where many
     clients share a thread) as across processes. The hosts that run plan code hold it
-    (protocol/engine.py's ClientHost, protocol/steps.py's drive), never across a yield."""
+    (protocol/engine/contexts.py's ClientHost, protocol/core/steps.py's drive), never across a yield."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

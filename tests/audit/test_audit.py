@@ -18,9 +18,9 @@ from secure_fedgraph.papers.cnfgnn import CNFGNN, CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
 from secure_fedgraph.privacy import GaussianRows
-from secure_fedgraph.protocol.crash_point import CrashPoint
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, needs_hzmetro
 
@@ -215,7 +215,7 @@ def test_distributed_dp_is_audited_and_a_server_asking_no_noise_fails_ddp_noise(
     DDP-ACCOUNT; a server that asks for no noise while the plan says 1 fails DDP-NOISE."""
     import json
 
-    from secure_fedgraph.protocol.engine import ServerContext
+    from secure_fedgraph.protocol.engine.contexts import ServerContext
 
     plan = FedAvgVector(FedAvgVectorConfig(clients=4, length=64, rounds=2, ddp_noise=1.0))
     noised = tmp_path / "noised"
@@ -253,7 +253,7 @@ def test_dp_account_recomputes_the_runs_epsilon_for_its_unit_variant_and_dp_sgd(
     assert audit(run, [], attacks=False).failed == ["DP-ACCOUNT"]
     if "dpsgd_sigma" in overrides:
         assert report.finding("DP-SGD").verdict is Verdict.PASS
-        from secure_fedgraph.protocol.engine import ClientContext
+        from secure_fedgraph.protocol.engine.contexts import ClientContext
 
         honest = ClientContext.report_privacy
         monkeypatch.setattr(ClientContext, "report_privacy", lambda self: dataclasses.replace(

@@ -142,7 +142,7 @@ def test_a_run_recorded_before_user_randomness_existed_is_audited_as_seeded():
     the audit must rebuild that plan (its decoder's A_i is then exact), not today's default."""
     from types import SimpleNamespace
 
-    from secure_fedgraph.audit.privacy_claims import run_plan
+    from secure_fedgraph.audit.replay import run_plan
 
     def view(config: dict) -> SimpleNamespace:
         return SimpleNamespace(plan="nfedgnn", cache={}, config={"plan": {"plan": "nfedgnn", "config": config}})

@@ -17,14 +17,14 @@ from secure_fedgraph.audit import Verdict, audit, write_report
 from secure_fedgraph.audit.findings import SERVER_ONLY, WITH_CLIENTS
 from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.engine import RELEASE_PREFIX
-from secure_fedgraph.protocol.messages import UploadRequest, UploadResponse, tensors_of
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
+from secure_fedgraph.protocol.core.messages import UploadRequest, UploadResponse, tensors_of
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum import messages as sm
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.transcript import AUDIT, RECEIVED, SENT, Record, TranscriptWriter, read_transcript
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, Record, TranscriptWriter, read_transcript
 from secure_fedgraph.runs import simulate as simulate_module
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import defence_stops, splicing_ckks_server
@@ -245,7 +245,7 @@ def test_every_way_a_servers_transcript_can_differ_from_a_clients_fails_r_transc
         if doctoring == "answer-changed" and record.direction == RECEIVED and release:
             done.append(message.header.step)
             tensors = {k: v + 1.0 for k, v in tensors_of(message.tensors).items()}
-            from secure_fedgraph.protocol.messages import named
+            from secure_fedgraph.protocol.core.messages import named
 
             return [(RECEIVED, 1, codec.encode(dataclasses.replace(message, tensors=named(tensors))))]
         if doctoring == "answer-invented" and record.direction == RECEIVED and release:

@@ -42,8 +42,8 @@ import grpc
 from secure_fedgraph import __version__
 from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Hello, SessionRequest, Welcome
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import Hello, SessionRequest, Welcome
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.runs.launch import LocalRun, start_server

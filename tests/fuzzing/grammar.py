@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Hello
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import Hello
 from secure_fedgraph.protocol.transports.batch import decode_batch
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.wire import envelope_pb2
 
 ENVELOPE = envelope_pb2.Envelope.DESCRIPTOR

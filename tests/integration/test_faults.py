@@ -12,7 +12,7 @@ six, t = 5 of four survivors could only re-key or abandon.
 
 Each run must finish every round with the survivors (their process exits 0, the victims are in
 ``metrics["dropped"]``, the server saw them leave at that stage) and give the numbers of the same
-plan run in one process (runs/simulate.py) with the same crash point (protocol/crash_point.py: the
+plan run in one process (runs/simulate.py) with the same crash point (protocol/core/crash_point.py: the
 in-process runner silences the victims at the same request): bit for bit, since mask sums are
 exact in the ring whatever the masks. Where the plan allows it, the numbers also equal the plain
 backend's over the same survivors, within the encoding error, which shows that the recovered
@@ -44,10 +44,10 @@ from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig, FedRelSums
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.fedstgd import FedSTGDConfig, initial_weights
-from secure_fedgraph.protocol.crash_point import CrashPoint
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.spec import SumSpec
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.spec import SumSpec
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.forecasting import weights_of
 from tests.helpers import HZMETRO_DIR, UEA_DIR, needs_hzmetro, needs_uea

@@ -13,8 +13,8 @@ import numpy as np
 
 from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import init_keys
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import Hello
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import Hello
 from secure_fedgraph.protocol.transports import grpc as transport_module
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, HostConnection, make_server_handler
@@ -69,9 +69,9 @@ def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monk
     client 0 and also for client 1, whose own host stays silent. Each frame must come from the
     stream its client joined on: the forged answer is ignored and client 1 is silent (R-MTLS,
     per frame); a server taking any frame on any stream would accept it as client 1's answer."""
-    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
-    from secure_fedgraph.protocol.stages import Stage
-    from secure_fedgraph.protocol.steps import Step
+    from secure_fedgraph.protocol.core.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.core.stages import Stage
+    from secure_fedgraph.protocol.core.steps import Step
 
     keys = init_keys(tmp_path / "keys", clients=2)
 
@@ -240,7 +240,7 @@ def test_attack_a_batch_repeating_its_senders_frame_is_refused_and_its_host_drop
     others, drops client 3's stream with one line naming it and the count, and the honest
     clients finish; metrics.json stays small. With that check switched off the server builds
     all 200,000 frames, takes the first as client 3's answer and keeps it in the run."""
-    from secure_fedgraph.protocol.messages import Header, Joined
+    from secure_fedgraph.protocol.core.messages import Header, Joined
     from secure_fedgraph.protocol.transports import batch as batch_module
     from tests.integration import live
     from tests.protocol.test_batch import repeated_frame_batch
@@ -284,9 +284,9 @@ def test_attack_frames_that_answer_nothing_are_counted_not_logged_one_by_one(mon
     it does not hold), then its answer. Each frame is ignored (R-MTLS); the server logs the first
     and counts the rest (R-FLOOD: metrics ignored_frames), so its log and metrics.json do not
     grow with what a host sends. Logging each one, the server writes 2,000 lines."""
-    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
-    from secure_fedgraph.protocol.stages import Stage
-    from secure_fedgraph.protocol.steps import Step
+    from secure_fedgraph.protocol.core.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.core.stages import Stage
+    from secure_fedgraph.protocol.core.steps import Step
 
     keys = init_keys(tmp_path / "keys", clients=2)
     extra = 2000
@@ -333,9 +333,9 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
     at once, client 1 is kept out of the run."""
     from secure_fedgraph.clients import runtime as client_runtime
     from secure_fedgraph.clients.runtime import ClientOptions, _connect, _Shared, _Waiting
-    from secure_fedgraph.protocol.messages import SERVER, Ack, EndRequest, Header
-    from secure_fedgraph.protocol.stages import Stage
-    from secure_fedgraph.protocol.steps import Step
+    from secure_fedgraph.protocol.core.messages import SERVER, Ack, EndRequest, Header
+    from secure_fedgraph.protocol.core.stages import Stage
+    from secure_fedgraph.protocol.core.steps import Step
 
     keys = init_keys(tmp_path / "keys", clients=2)
     options = ClientOptions(server="", ids=[1], keys=keys.root, connect_timeout_s=30.0)

@@ -17,8 +17,8 @@ from secure_fedgraph.audit import audit as audit_transcripts
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.session import ClientOpening
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.session import ClientOpening
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
@@ -81,9 +81,9 @@ def _assert_transcript_has_no_readings_or_weights(path, plan) -> None:
     """What the server process recorded receiving: no tensor holds a sensor's speed readings, and
     every input to a sum as large as the client model is masked ring elements (no weights)."""
     from secure_fedgraph.models import GRUSeq2Seq
-    from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
+    from secure_fedgraph.protocol.core.messages import UploadResponse, tensors_of
     from secure_fedgraph.protocol.secure_sum import messages as sm
-    from secure_fedgraph.protocol.transcript import RECEIVED, read_transcript
+    from secure_fedgraph.protocol.transports.transcript import RECEIVED, read_transcript
 
     theta = sum(p.numel() for p in GRUSeq2Seq(hidden_size=plan.config.hidden_size, graph_size=plan.config.hidden_size).parameters())
     speeds = [plan.load_client_data(i, None).x[split][..., 0] for i in plan.client_ids() for split in ("train", "val", "test")]
@@ -161,7 +161,7 @@ def test_fedrel_over_grpc_equals_the_in_process_run(start_server):
     from secure_fedgraph.papers import FedRel
     from secure_fedgraph.papers.fedrel import FedRelConfig
     from secure_fedgraph.protocol.secure_sum import messages as sm
-    from secure_fedgraph.protocol.transcript import RECEIVED, read_transcript
+    from secure_fedgraph.protocol.transports.transcript import RECEIVED, read_transcript
 
     options = dict(rounds=2, local_steps=2, vae_rounds=1, vae_local_steps=1, features=8, hidden=8)
     run = start_server(clients=3, plan="fedrel", plan_options=tuple(f"{k}={v}" for k, v in options.items()), extra=("--transcript",))

@@ -70,8 +70,8 @@ def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
     from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
     from secure_fedgraph.errors import ConfigError, ProtocolError
     from secure_fedgraph.papers import FedAvgVector
-    from secure_fedgraph.protocol.messages import SERVER, Header, Welcome
-    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
+    from secure_fedgraph.protocol.core.stages import Stage
     from secure_fedgraph.server.runtime import run_config
 
     keys = init_keys(tmp_path / "keys", clients=3)

@@ -13,10 +13,10 @@ import torch
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, aggregate, contribution, direct_graph_term, gamma
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, FedSTGDSums, batch_order, initial_weights
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 from secure_fedgraph.training.sum_tape import SumTape
 from tests.helpers import HZMETRO_DIR, needs_hzmetro

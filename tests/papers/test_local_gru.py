@@ -8,7 +8,7 @@ import pytest
 
 from secure_fedgraph.papers import PLANS, LocalGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.runs.simulate import simulate

@@ -14,11 +14,11 @@ import torch.nn.functional as F
 from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.papers.nfedgnn import NFedGNN, NFedGNNConfig, initial_user_weight
 from secure_fedgraph.privacy import USER_FEATURES, rdp_epsilon
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.messages import tensors_of
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core.messages import tensors_of
 from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.node_classification import laplacian_penalty, normalise_rows
 from tests.helpers import PLANETOID_DIR, defence_stops, needs_planetoid
@@ -169,7 +169,7 @@ def test_a_user_refuses_seeded_randomness_unless_it_opted_in(monkeypatch):
 def test_a_users_private_draws_differ_between_users_and_repeat_only_when_reproducible():
     """Private randomness: every user's W^(0) is its own (not the seeded one, not a neighbour's);
     two runs differ, unless the clients opted into reproducible randomness, which repeats them."""
-    from secure_fedgraph.protocol.engine import ClientContext
+    from secure_fedgraph.protocol.engine.contexts import ClientContext
 
     plan = NFedGNN(NFedGNNConfig(users=4))
     weights = [plan.initial_weight(plan.user_draws(ClientContext(c, 0)), 1433) for c in (0, 1, 0)]
@@ -213,10 +213,10 @@ def test_pubmed_names_its_missing_file():
 
 
 def test_a_round_without_a_key_set_up_refuses_a_secure_sum():
-    from secure_fedgraph.protocol.engine import ServerContext
+    from secure_fedgraph.protocol.engine.contexts import ServerContext
     from secure_fedgraph.protocol.secure_sum.factory import make_server
-    from secure_fedgraph.protocol.session import Sequencer
-    from secure_fedgraph.protocol.spec import SumSpec, TensorSpec
+    from secure_fedgraph.protocol.core.session import Sequencer
+    from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 
     seq = Sequencer(b"s" * 16)
     ctx = ServerContext(sequencer=seq, secure_sum=make_server(PLAIN, session=b"s" * 16, directory={0: b"k" * 32, 1: b"l" * 32}, clients=[0, 1],

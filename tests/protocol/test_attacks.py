@@ -19,9 +19,9 @@ from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG
 from secure_fedgraph.errors import ProtocolError, SecureFedGraphError
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol import session as session_module
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.core import session as session_module
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ClientHost
 from secure_fedgraph.protocol.secure_sum import (
     Backend,
     ClientPolicy,
@@ -48,7 +48,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
-from secure_fedgraph.protocol.spec import SumResult
+from secure_fedgraph.protocol.core.spec import SumResult
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from tests.helpers import default_policy_session as local_session
 from tests.helpers import NO_COLLUDERS, WeakServer, defence_stops, make_inputs
@@ -932,7 +932,7 @@ def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch
     lane reads 4 and passes; the check lanes, which only key holders can compute, do not add up."""
     from secure_fedgraph.crypto.ckks import PublicContext
     from secure_fedgraph.protocol import collectives
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
     from secure_fedgraph.protocol.secure_sum.ckks import CkksClient, CkksServer
     from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, InputRequest
 
@@ -976,7 +976,7 @@ def test_attack_ckks_two_contributor_sets_released_by_two_clients(monkeypatch):
     a majority of the run to have signed its own, which two different sets cannot both have."""
     from secure_fedgraph.crypto.ckks import PublicContext
     from secure_fedgraph.protocol import collectives
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
     from secure_fedgraph.protocol.secure_sum.ckks import CkksClient, CkksServer
     from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, InputRequest
 
@@ -1022,7 +1022,7 @@ def test_attack_ckks_release_of_a_sum_the_plan_did_not_mark(monkeypatch):
     """The server asks clients to release the FedAvg sum of their weights, which with ckks it
     must never see. Clients release only sums their plan marked releasable (error statistics)."""
     from secure_fedgraph.protocol import collectives
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
 
     n = 4
     inputs = make_inputs(range(n), shapes={"w": (8,)})
@@ -1183,7 +1183,7 @@ def test_attack_ckks_splicing_an_earlier_rounds_ciphertexts_into_a_later_sum(mon
     it is x3 of round A. Clients require (round, sum index) to advance within a session, so no
     label covers two contributions of one client (threat_model.md C-CHECK)."""
     from secure_fedgraph.protocol import collectives
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
     from secure_fedgraph.protocol.secure_sum.ckks import CkksClient
     from tests.helpers import splicing_ckks_server
 
@@ -1214,10 +1214,10 @@ def test_attack_ckks_splice_on_the_fedavg_gru_plan_gives_one_sensors_validation_
     release it, and round 0's released totals minus it are sensor 3's own validation totals
     (squared and absolute errors, window count), which only the sensor holds."""
     from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
-    from secure_fedgraph.protocol.messages import UploadResponse, tensors_of
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
+    from secure_fedgraph.protocol.core.messages import UploadResponse, tensors_of
     from secure_fedgraph.protocol.secure_sum.ckks import CkksClient
-    from secure_fedgraph.protocol.transcript import AUDIT, read_transcript
+    from secure_fedgraph.protocol.transports.transcript import AUDIT, read_transcript
     from secure_fedgraph.runs import simulate as simulate_module
     from tests.helpers import splicing_ckks_server
 
@@ -1244,7 +1244,7 @@ def test_attack_ckks_mixing_two_sums_under_one_round_and_index(monkeypatch):
     blurred only by three error terms. The check lanes are keyed by the sum's name: client 3's
     part was made for "weights" and does not add up as "err" (threat_model.md C-CHECK, C-RELEASE)."""
     from secure_fedgraph.protocol import collectives
-    from secure_fedgraph.protocol.engine import RELEASE_PREFIX
+    from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
     from secure_fedgraph.protocol.secure_sum.ckks import CheckLanes, CkksServer
 
     n, victim, others = 4, 3, (0, 1, 2)
@@ -1558,7 +1558,7 @@ def test_attack_a_wrongly_shaped_upload_takes_its_sender_out_not_the_sum(monkeyp
 def test_attack_malformed_bytes_from_a_client_do_not_stop_the_server(monkeypatch):
     """A malicious client answers with bytes that decode to no message. The codec's error rejects
     that client and the step goes on; were it not caught, one client would stop the run."""
-    from secure_fedgraph.protocol import codec as wire
+    from secure_fedgraph.protocol.transports import codec as wire
     from secure_fedgraph.protocol.transports.common import Traffic
 
     def garbage(direction, stage, client, data):
@@ -1588,7 +1588,7 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
     from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
     from secure_fedgraph.crypto import pki
     from secure_fedgraph.papers import FedAvgVector
-    from secure_fedgraph.protocol.messages import SERVER, Header, Welcome
+    from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
     from secure_fedgraph.protocol.secure_sum.config import config_to_dict
 
     keys, other = pki.init_keys(tmp_path / "run", clients=3), pki.init_keys(tmp_path / "attacker", clients=3)

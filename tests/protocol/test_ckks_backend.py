@@ -10,9 +10,9 @@ import tenseal as ts
 
 from secure_fedgraph.crypto.ckks import SecretContext
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.secure_sum.ckks import _Pending
 from secure_fedgraph.protocol.secure_sum.messages import KeyDealResponse
 from tests.helpers import make_inputs, max_error, plain_sum

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from secure_fedgraph.crypto.ckks import CHECK_LANES
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.errors import DropoutError
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.ckks import CheckLanes, _uniform, contributor_statement
 from secure_fedgraph.protocol.secure_sum.keyring import sign_keys

@@ -20,13 +20,13 @@ from secure_fedgraph.crypto.envelope import seal
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.crypto.labels import Purpose, label
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum import ckks
 from secure_fedgraph.protocol.secure_sum.messages import Sealed, Signature, VerifyRequest
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
-from secure_fedgraph.protocol.spec import SumSpec
+from secure_fedgraph.protocol.core.spec import SumSpec
 from tests.helpers import make_inputs, max_error, plain_sum
 
 N = 5  # the run's floor is 3, and so is its majority

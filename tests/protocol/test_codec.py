@@ -9,11 +9,11 @@ import pytest
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.secure_sum import SumSpec
 from secure_fedgraph.protocol.secure_sum import messages as m
 from secure_fedgraph.protocol.secure_sum.stages import Stage
-from secure_fedgraph.protocol import messages as pm
+from secure_fedgraph.protocol.core import messages as pm
 from secure_fedgraph.wire import common_pb2, envelope_pb2
 from tests.helpers import defence_stops
 

@@ -90,9 +90,9 @@ def test_server_announcing_weaker_parameters_is_refused_by_clients():
     import dataclasses
 
     from secure_fedgraph.errors import ProtocolError
-    from secure_fedgraph.protocol.local import local_session
+    from secure_fedgraph.protocol.engine.local import local_session
     from secure_fedgraph.protocol.secure_sum import Backend, Stage
-    from secure_fedgraph.protocol import codec
+    from secure_fedgraph.protocol.transports import codec
 
     def weaken(direction, stage, client, data):
         if direction == "down" and stage is Stage.ADVERTISE:

@@ -1,4 +1,4 @@
-"""Crash points (protocol/crash_point.py): what ``client --crash-at`` accepts, and the in-process
+"""Crash points (protocol/core/crash_point.py): what ``client --crash-at`` accepts, and the in-process
 runner losing a client at the same request a real client process would die on."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import re
 import pytest
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.local import local_session
-from secure_fedgraph.protocol.messages import SERVER, Header
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine.local import local_session
+from secure_fedgraph.protocol.core.messages import SERVER, Header
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from tests.helpers import make_inputs
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.protocol.engine import ClientContext, ClientHost, ServerContext
+from secure_fedgraph.protocol.engine.contexts import ClientContext, ClientHost, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.messages import SERVER, BroadcastRequest, Header, NamedTensor
+from secure_fedgraph.protocol.core.messages import SERVER, BroadcastRequest, Header, NamedTensor
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec, TensorSpec, make_client
 from secure_fedgraph.runs.simulate import simulate
 
@@ -91,8 +91,8 @@ def test_fedavg_with_ckks_releases_error_sums_only_never_weights():
     by the clients) and nothing else in the clear."""
     from secure_fedgraph.papers import FedAvgGRU
     from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
-    from secure_fedgraph.protocol import codec
-    from secure_fedgraph.protocol.messages import UploadResponse
+    from secure_fedgraph.protocol.transports import codec
+    from secure_fedgraph.protocol.core.messages import UploadResponse
 
     config = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=24, max_local_steps=1)
     result = simulate(FedAvgGRU(config), SecureSumConfig(backend=Backend.CKKS), record=True)
@@ -156,7 +156,7 @@ def test_released_values_are_rounded_to_the_stated_precision():
     """threat_model.md C-RELEASE: a client releases a decrypted sum rounded to the power of two at
     or above its error bound, so the decryption noise (what CKKS key-recovery attacks read)
     stays with the client."""
-    from secure_fedgraph.protocol.engine import rounded_to_bound
+    from secure_fedgraph.protocol.engine.contexts import rounded_to_bound
 
     x = np.array([1.2345678, -0.5, 3e-7])
     rounded = rounded_to_bound(x, 1e-3)  # quantum 2^-9

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum import mask_client as mask_client_module
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
@@ -148,7 +148,7 @@ def _rewriting(rules, *, drop=None):
 
 
 def test_a_graph_step_in_a_complete_graph_epoch_is_refused():
-    from secure_fedgraph.protocol.messages import Header
+    from secure_fedgraph.protocol.core.messages import Header
     from secure_fedgraph.protocol.secure_sum.messages import GraphRequest
 
     session = local_session(MASK, range(N), policy=ClientPolicy())

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.errors import DropoutError, SumAbandoned
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage
 from tests.helpers import make_inputs, max_error, plain_sum, sparse_config
 

@@ -12,7 +12,7 @@ from scipy import stats
 
 from secure_fedgraph.errors import CapacityError, ProtocolError
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, MaskConfig, SecureSumConfig, Stage, SumSpec
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.secure_sum.messages import InputResponse, UnmaskRequest
 from tests.helpers import default_policy_session as local_session
 from tests.helpers import ServerThatNeverRekeys, make_inputs, max_error, plain_sum, sparse_config

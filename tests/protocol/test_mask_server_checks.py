@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.crypto.keys import RoundKeys
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.messages import Complaint, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session

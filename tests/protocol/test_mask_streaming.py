@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
-from secure_fedgraph.protocol import codec
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.transports import codec
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.messages import ConsistencyRequest, DeliverRequest
 from tests.helpers import NO_COLLUDERS, ServerThatNeverRekeys, make_inputs, max_error, plain_sum, sparse_config

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from secure_fedgraph.errors import CapacityError, ConfigError, ProtocolError
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.protocol.secure_sum.config import MaskConfig
 from secure_fedgraph.protocol.secure_sum.noise import clip_l2, noised
-from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
 from secure_fedgraph.privacy.analysis.skellam import sensitivities
 from tests.helpers import config_for, defence_stops
 

@@ -171,7 +171,7 @@ def test_no_noise_credit_for_expecting_fewer_contributors_than_were_asked():
     """A sum's noise is spread over the contributors the server says it expects; announcing fewer
     than it asks gives no extra credit (the share is capped at one), so a multiplier below the
     floor stays below it."""
-    from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+    from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
 
     policy = ClientPolicy(min_ddp_noise=1.0)
     spec = SumSpec.of("model", {"w": np.zeros(4)}, noise=SumNoise(noise_multiplier=0.8, l2_clip=1.0, expected_contributors=1))
@@ -207,7 +207,7 @@ def test_a_ddp_refusal_explains_the_grid_only_where_rounding_costs_noise(precisi
     (p = 14)."""
     import math
 
-    from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+    from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
 
     spec = SumSpec.of("model", {"w": np.zeros(100)}, noise=SumNoise(noise_multiplier=0.5, l2_clip=1.0, expected_contributors=10))
     with pytest.raises(ProtocolError) as refused:

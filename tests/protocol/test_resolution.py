@@ -10,7 +10,7 @@ import pytest
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import CapacityError, SecureFedGraphError
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig
 from tests.helpers import config_for, defence_stops
 

@@ -1,4 +1,4 @@
-"""Resuming a run after the server dies (protocol/resume.py, protocol/secure_sum/signed.py, the
+"""Resuming a run after the server dies (protocol/engine/resume.py, protocol/secure_sum/signed.py, the
 plans' checkpoints): a resumed run gives the uninterrupted run's numbers, what a client keeps of
 its run, and the attacks a "restarting" server could try (threat_model.md R-RESUME)."""
 
@@ -13,10 +13,10 @@ from secure_fedgraph.papers import PLAN_NAMES, RESUMABLE, CNFGNN, FedAvgGRU, Fed
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
-from secure_fedgraph.protocol.engine import ClientContext
-from secure_fedgraph.protocol import session as session_module
-from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.resume import RunMemory
+from secure_fedgraph.protocol.engine.contexts import ClientContext
+from secure_fedgraph.protocol.core import session as session_module
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine.resume import RunMemory
 from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, GraphKind, SecureSumConfig, Stage, SumSpec, make_client, make_server
 from secure_fedgraph.protocol.secure_sum.config import MaskPlan
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, new_session_id
@@ -248,7 +248,7 @@ def test_attack_a_restarted_server_reusing_its_session_id(monkeypatch):
     """The same attack by a server that "restarts" under the session id of the first session, so
     that each client's record of what it signed there would count as this session's (where a
     re-key may redo a sum among fewer clients). Every client adds a fresh nonce when a session
-    opens (protocol/session.py): the resumed session's id is new to it whatever the server
+    opens (protocol/core/session.py): the resumed session's id is new to it whatever the server
     proposes, and the contribution it signed into {0, 1, 2, 3} goes into no other set."""
     n, victim, proposal = 4, 3, new_session_id()
     inputs = make_inputs(range(n), shapes={"w": (16,)})

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig, Stage
 from tests.helpers import NO_COLLUDERS, sparse_config, config_for, make_inputs, max_error, plain_sum
 

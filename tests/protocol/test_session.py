@@ -1,4 +1,4 @@
-"""Opening a session (protocol/session.py, threat_model.md R-SESSION), check by check: each test
+"""Opening a session (protocol/core/session.py, threat_model.md R-SESSION), check by check: each test
 fails when one condition of the client's checks is removed (`make mutate` finds the ones that
 have none). The attacks these checks stop, run end to end, are in test_attacks.py (A2) and
 test_resume.py (A1)."""
@@ -11,10 +11,10 @@ import os
 import pytest
 
 from secure_fedgraph.errors import ProtocolError
-from secure_fedgraph.protocol.messages import SERVER, Ack, Header, Joined, SessionRequest, Welcome
-from secure_fedgraph.protocol.session import NONCE_BYTES, ClientOpening, OpeningClient, Sequencer, agreed_session, new_proposal, welcome_digest
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import StepOutcome
+from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header, Joined, SessionRequest, Welcome
+from secure_fedgraph.protocol.core.session import NONCE_BYTES, ClientOpening, OpeningClient, Sequencer, agreed_session, new_proposal, welcome_digest
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import StepOutcome
 
 CLIENTS = (0, 1, 2)
 
@@ -214,7 +214,7 @@ def test_the_server_accepts_only_answers_to_its_current_step(change, match):
 def test_every_step_carries_the_phase_the_plan_set_for_traffic_by_phase():
     """Traffic is reported by the plan's phase (metrics.json, "traffic by phase"): a step made
     before the plan names a phase is unlabelled (""), and every later one carries the name."""
-    from secure_fedgraph.protocol.stages import Stage
+    from secure_fedgraph.protocol.core.stages import Stage
 
     seq = Sequencer(new_proposal())
     assert seq.step(Stage.INPUT, lambda h: {}, lambda c, r: None, object).phase == ""

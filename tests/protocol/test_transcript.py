@@ -1,10 +1,10 @@
-"""Transcripts (protocol/transcript.py): records survive a writer killed mid-record."""
+"""Transcripts (protocol/transports/transcript.py): records survive a writer killed mid-record."""
 
 from __future__ import annotations
 
 import struct
 
-from secure_fedgraph.protocol.transcript import RECEIVED, SENT, TranscriptWriter, read_transcript
+from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter, read_transcript
 
 
 def test_a_writer_cuts_off_the_torn_record_a_killed_writer_left_before_it_appends(tmp_path):

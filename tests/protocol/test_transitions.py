@@ -10,7 +10,7 @@ import pytest
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import SecureFedGraphError
-from secure_fedgraph.protocol.local import local_session
+from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec
 from secure_fedgraph.protocol.secure_sum import messages as m
 from secure_fedgraph.protocol.secure_sum.stages import SECURE_SUM_STAGES, TRANSITIONS

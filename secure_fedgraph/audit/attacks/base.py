@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from secure_fedgraph.audit.findings import AttackResult
-from secure_fedgraph.audit.replay import RunView
+from secure_fedgraph.audit.replay import RunView, run_plan
 
 PUBLIC_EVERY = 4  # every fourth client's raw data is public to the attacker
 
@@ -35,8 +35,6 @@ class AttackContext:
     @property
     def plan(self):
         """The run's plan, rebuilt from the configuration its Welcome announced."""
-        from secure_fedgraph.audit.privacy_claims import run_plan
-
         return run_plan(self.view)
 
     def client_data(self, client: int) -> Any:

@@ -82,7 +82,7 @@ def round_zero_matrix(plan: Any, user: int, features: int) -> np.ndarray:
     the user's ``ctx.rng``). With the default private randomness this is the server's guess,
     and a wrong one (NF-INIT)."""
     from secure_fedgraph.papers.nfedgnn import initial_user_weight
-    from secure_fedgraph.protocol.engine import client_rng
+    from secure_fedgraph.protocol.engine.contexts import client_rng
     from secure_fedgraph.training.node_user import dropout_keep
 
     c = plan.config

@@ -26,8 +26,8 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import collectives
 from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
-from secure_fedgraph.protocol.noise_ledger import NoiseLedger
-from secure_fedgraph.protocol.messages import (
+from secure_fedgraph.protocol.engine.noise_ledger import NoiseLedger
+from secure_fedgraph.protocol.core.messages import (
     SERVER,
     Ack,
     BroadcastRequest,
@@ -41,10 +41,10 @@ from secure_fedgraph.protocol.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
-from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
-from secure_fedgraph.protocol.session import Sequencer
-from secure_fedgraph.protocol.stages import SECURE_SUM_STAGES, Stage
-from secure_fedgraph.protocol.steps import StepGen, StepOutcome
+from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
+from secure_fedgraph.protocol.core.session import Sequencer
+from secure_fedgraph.protocol.core.stages import SECURE_SUM_STAGES, Stage
+from secure_fedgraph.protocol.core.steps import StepGen, StepOutcome
 from secure_fedgraph.privacy.accountant import PrivacyAccountant, RowRelease, Steps
 from secure_fedgraph.privacy.mechanisms.noise import NoiseSource
 from secure_fedgraph.seeds import derive_seed
@@ -267,7 +267,7 @@ class ServerContext(Resumable):
         return SumNoise(l2_clip=l2_clip, noise_multiplier=noise_multiplier, expected_contributors=expected)
 
     def noise_report(self, delta: float) -> dict | None:
-        """(epsilon, delta) of the noised sums so far, per client (protocol/noise_ledger.py):
+        """(epsilon, delta) of the noised sums so far, per client (protocol/engine/noise_ledger.py):
         the survivors' noise only; with plain, per input (the server sees each one)."""
         config = self.role.config
         return self.noised.report(delta=delta, precision_bits=config.mask.precision_bits, server_sees_inputs=self.role.backend is Backend.PLAIN,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secure_fedgraph.protocol.spec import SumSpec
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.spec import SumSpec
+from secure_fedgraph.protocol.core.stages import Stage
 
 SERVER = -1
 
@@ -72,7 +72,7 @@ class Welcome:
 class Joined:
     """A client's answer to the Welcome: fresh randomness of its own (``nonce``, 32 bytes) that
     the session id will hash, so no signature, key or label of the run can be one of an earlier
-    session (protocol/session.py; threat_model.md R-SESSION)."""
+    session (protocol/core/session.py; threat_model.md R-SESSION)."""
 
     header: Header
     nonce: bytes
@@ -154,6 +154,6 @@ def tensors_of(named: tuple[NamedTensor, ...]) -> dict[str, np.ndarray]:
 
 def named(tensors) -> tuple[NamedTensor, ...]:
     """A mapping of name -> array as NamedTensors (torch tensors accepted)."""
-    from secure_fedgraph.protocol.spec import as_array
+    from secure_fedgraph.protocol.core.spec import as_array
 
     return tuple(NamedTensor(k, as_array(v)) for k, v in tensors.items())

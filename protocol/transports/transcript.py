@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from secure_fedgraph.protocol import codec
+from secure_fedgraph.protocol.transports import codec
 
 _HEAD = struct.Struct("<dcqI")
 RECEIVED, SENT, AUDIT = b"r", b"s", b"a"

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
 if TYPE_CHECKING:
-    from secure_fedgraph.protocol.steps import StepGen
+    from secure_fedgraph.protocol.core.steps import StepGen
 
 __all__ = ["CrashPoint", "Crashed", "crash_by_raising", "crash_by_sigkill", "crashing"]
 

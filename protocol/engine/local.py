@@ -17,14 +17,14 @@ from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
 from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.messages import Welcome
+from secure_fedgraph.protocol.core.messages import Welcome
 from secure_fedgraph.protocol.secure_sum.config import config_to_dict
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, check_directory
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
-from secure_fedgraph.protocol.session import OpeningClient, Sequencer, new_proposal
-from secure_fedgraph.protocol.crash_point import CrashPoint
-from secure_fedgraph.protocol.spec import SumNoise, SumResult, SumSpec
-from secure_fedgraph.protocol.stages import Stage
+from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 
 __all__ = ["LocalRunner", "LocalSession", "Traffic", "local_session"]
@@ -77,7 +77,7 @@ def local_session(
 ) -> LocalSession:
     """One server and one client role per id, in a session opened as a run opens one: the server
     proposes an id (``session``, default fresh), every client adds a fresh nonce, and each
-    client's role takes the session id it agreed on (protocol/session.py). ``identities``:
+    client's role takes the session id it agreed on (protocol/core/session.py). ``identities``:
     the clients' identity keys (default fresh); ``policy``: every client's minimums (default:
     it accepts ``config``); ``signed``: what each client kept of earlier sessions of its run
     (protocol/secure_sum/signed.py)."""

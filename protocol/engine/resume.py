@@ -21,7 +21,7 @@ from typing import Any
 from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.privacy.accountant import PrivacyAccountant
-from secure_fedgraph.protocol.engine import ClientContext, Resumed
+from secure_fedgraph.protocol.engine.contexts import ClientContext, Resumed
 from secure_fedgraph.protocol.secure_sum.policy import KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.roles import check_directory
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
@@ -38,7 +38,7 @@ class RunMemory(SecretMaterial):
         resumable: whether the run's plan can resume; only then are signed contributions
             recorded (``signed`` is None otherwise: a plan that cannot resume is never asked again).
         reproducible_noise: the client's opt-in to DP noise derived from the run seed
-            (:class:`~secure_fedgraph.protocol.engine.ClientContext`); off: fresh OS randomness.
+            (:class:`~secure_fedgraph.protocol.engine.contexts.ClientContext`); off: fresh OS randomness.
 
     ``accountant`` is the client's own record of its DP releases, kept across sessions;
     ``key_epochs`` the mask key epochs it took part in (ClientPolicy.max_key_epochs caps them over

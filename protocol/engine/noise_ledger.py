@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from secure_fedgraph.protocol.spec import SumNoise, SumSpec
+from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
 
 
 @dataclass(frozen=True)

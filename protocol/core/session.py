@@ -32,9 +32,9 @@ from typing import Any
 
 from secure_fedgraph.crypto.labels import Purpose, label
 from secure_fedgraph.errors import ConfigError, ProtocolError
-from secure_fedgraph.protocol.messages import SERVER, Ack, Header, Joined, SessionRequest, Welcome
-from secure_fedgraph.protocol.stages import Stage
-from secure_fedgraph.protocol.steps import Step, StepGen
+from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header, Joined, SessionRequest, Welcome
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import Step, StepGen
 
 SESSION_BYTES = 16
 NONCE_BYTES = 32

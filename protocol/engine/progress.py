@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from secure_fedgraph.protocol.engine import RoundReport, ServerContext
+from secure_fedgraph.protocol.engine.contexts import RoundReport, ServerContext
 from secure_fedgraph.protocol.transports.common import Traffic
 
 
