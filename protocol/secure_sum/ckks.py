@@ -25,14 +25,15 @@ Per sum:
                   are the sum of the claimed contributors' own: the aggregate is exactly one
                   ciphertext of each contributor, not copies, multiples or other sums' pieces
                   (threat_model.md C-CHECK). A client whose check fails keeps nothing and says so.
-  7. VERIFY       (only after a complaint) each contributor's ciphertexts go to C + 1 other
+  7. VERIFY       (only after a complaint) each contributor's ciphertexts go to 2C + 1 other
                   contributors (C: the colluders the run is configured against), each of
                   whom answers only whether their check lanes are that contributor's. Every
                   client holds the same key and check key, so honest checkers agree, and C + 1
-                  agreeing verdicts include an honest one: a sender all C + 1 find invalid is
-                  excluded and the sum abandoned; if all C + 1 find every contribution valid,
-                  the aggregate is their sum, so the complaints were lies: the complainers are
-                  excluded and the sum stands. Split verdicts convict nobody (C-LIAR).
+                  agreeing verdicts include an honest one: they decide. A sender found invalid
+                  is excluded and the sum abandoned; a checker that answered against a decided
+                  verdict lied and is excluded; if every contribution is found valid, the
+                  aggregate is their sum, so the complaints were lies: the complainers are
+                  excluded and the sum stands (C-LIAR).
 
 Clients hand a decrypted sum to the server only when their plan marked it releasable, rounded
 to its stated precision (engine.ClientHost; C-RELEASE). The server learns ciphertexts only; any
@@ -311,7 +312,10 @@ class CkksServer(ServerRole):
         self.live &= set(outcome.accepted)
         if complaints:
             self.log.append(f"round {self.round}: sum {spec.name!r} failed its check at clients {sorted(complaints)}")
-            bad, valid = yield from self._find_bad_senders(index, kept)
+            bad, valid, misjudged = yield from self._find_bad_senders(index, kept)
+            for client, reason in sorted(misjudged.items()):
+                self._exclude(client, reason)
+            self.live -= set(misjudged)
             if self._complaints_refuted(bad, valid, contributors):
                 for client in sorted(complaints):
                     self._exclude(client, f"complained about sum {spec.name!r}, whose every contribution its checkers found valid")
@@ -329,7 +333,7 @@ class CkksServer(ServerRole):
         return contributor_statement(self.session, self.round, self._epoch, index, name, contributors)
 
     def _verdicts_needed(self) -> int:
-        """How many checkers must agree on a contribution: one more than the clients that may
+        """How many agreeing checkers decide a contribution: one more than the clients that may
         collude (the configured adversary), so that at least one of them is honest."""
         return self.config.mask.adversary.colluders(len(self.clients)) + 1
 
@@ -339,18 +343,21 @@ class CkksServer(ServerRole):
         own sum of them) is right, and whoever complained about it lied (C-LIAR)."""
         return not bad and valid == set(contributors)
 
-    def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[tuple[set[int], set[int]]]:
-        """7. Each kept contribution goes to the next k live contributors in turn (one VERIFY
-        step per turn, one contribution per client and step), k = :meth:`_verdicts_needed`.
-        Returns (owners all k found invalid, owners all k found valid); nothing when fewer than
-        k others can check (no verdict would be sure to hold an honest one)."""
+    def _find_bad_senders(self, index: int, kept: dict[int, tuple[bytes, ...]]) -> StepGen[tuple[set[int], set[int], dict[int, str]]]:
+        """7. Each kept contribution goes to the next 2d - 1 live contributors in turn (one VERIFY
+        step per turn, one contribution per client and step), d = :meth:`_verdicts_needed`: d
+        agreeing verdicts decide it (they hold an honest one, and honest checkers agree), and
+        with at most d - 1 liars among 2d - 1 checkers the honest ones always decide. Returns
+        (owners found invalid, owners found valid, checkers that answered against a decided
+        verdict, with why); nothing when fewer than 2d - 1 others can check."""
         checkers = sorted(self.live & set(kept))
-        k = self._verdicts_needed()
-        if len(checkers) < k + 1:
-            self.log.append(f"round {self.round}: only {len(checkers)} contributors can check each other, need {k + 1}: no sender judged")
-            return set(), set()
+        decide = self._verdicts_needed()
+        turns = 2 * decide - 1
+        if len(checkers) < turns + 1:
+            self.log.append(f"round {self.round}: only {len(checkers)} contributors can check each other, need {turns + 1}: no sender judged")
+            return set(), set(), {}
         verdicts: dict[int, dict[int, bool]] = {owner: {} for owner in checkers}
-        for turn in range(1, k + 1):
+        for turn in range(1, turns + 1):
             owner_of = {checkers[(i + turn) % len(checkers)]: owner for i, owner in enumerate(checkers)}
 
             def accept_verdict(client: int, response: VerifyResponse, owner_of=owner_of) -> None:
@@ -363,8 +370,18 @@ class CkksServer(ServerRole):
                 accept_verdict,
             )
             self._note(Stage.VERIFY, outcome)
-        agreed = {owner: set(v.values()) for owner, v in verdicts.items() if len(v) == k}
-        return {o for o, v in agreed.items() if v == {False}}, {o for o, v in agreed.items() if v == {True}}
+        bad, valid, misjudged = set(), set(), {}
+        for owner, answers in verdicts.items():
+            votes = list(answers.values())
+            decided = True if votes.count(True) >= decide else False if votes.count(False) >= decide else None
+            if decided is None:
+                continue
+            (valid if decided else bad).add(owner)
+            for checker, answer in answers.items():
+                if answer is not decided:
+                    misjudged[checker] = (f"answered that client {owner}'s ciphertexts are {'' if answer else 'in'}valid, against "
+                                          f"{votes.count(decided)} other checkers")
+        return bad, valid, misjudged
 
 
 @dataclass(frozen=True)

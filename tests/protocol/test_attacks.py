@@ -1073,7 +1073,7 @@ def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch
         assert session.server.excluded.keys() == {2} and result.contributors == frozenset({0, 1, 3, 4})
         return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
 
-    defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or (set(), set()))
+    defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or (set(), set(), {}))
 
 
 def _ckks_liar_run(liar: int, *, sends_garbage: bool, lies_at_verify: bool, complains: bool):
@@ -1110,9 +1110,9 @@ def _ckks_liar_run(liar: int, *, sends_garbage: bool, lies_at_verify: bool, comp
 def test_attack_a_ckks_checker_answering_invalid_to_frame_an_honest_contributor(monkeypatch):
     """Client 3 encrypts under a key of its own (spoiling the sum) and, asked to check another
     contributor's ciphertexts, always answers "invalid": with one checker per contribution, the
-    honest client it checks would be excluded beside it. Each contribution is checked by C + 1
-    contributors and convicted only when all of them find it invalid, so only 3 is excluded and
-    the run goes on without it (threat_model.md C-LIAR)."""
+    honest client it checks would be excluded beside it. Each contribution is checked by 2C + 1
+    contributors and decided by C + 1 agreeing verdicts, so only 3 is excluded (for its
+    ciphertexts and its lies) and the run goes on without it (threat_model.md C-LIAR)."""
     from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
 
     def attack() -> bool:
@@ -1129,9 +1129,9 @@ def test_attack_a_ckks_checker_answering_invalid_to_frame_an_honest_contributor(
 
 def test_attack_a_false_ckks_complaint_costs_the_complainer_not_the_sum(monkeypatch):
     """Client 3 says "the check failed" about an honest aggregate. Its complaint alone must not
-    abandon the sum or make honest clients leave: every contribution is checked by C + 1 others,
-    all found valid, so the aggregate (their sum) is right: client 3 is excluded for its lie and
-    the sum stands (threat_model.md C-LIAR)."""
+    abandon the sum or make honest clients leave: every contribution is checked by 2C + 1
+    others and found valid, so the aggregate (their sum) is right: client 3 is excluded for its
+    lie and the sum stands (threat_model.md C-LIAR)."""
     from secure_fedgraph.errors import SumAbandoned
     from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
 
