@@ -3,7 +3,7 @@
 A check that no test fails without is a check nobody knows works (issue 29, item 9). mutmut
 changes one thing at a time in the check modules (a comparison flipped, a condition negated, a
 constant moved, a call's argument dropped) and runs the tests that reach the changed function;
-a mutant no test fails on "survived". README "Mutation testing" lists every survivor and why it
+a mutant no test fails on "survived". docs/mutation.md lists every survivor and why it
 changes nothing a test could see.
 
 mutmut mutates files under their own paths and imports them from ``mutants/``, while this

@@ -102,7 +102,7 @@ def test_a_client_that_left_before_the_checkpoint_stays_out_and_the_numbers_stil
 
 
 def test_only_the_plans_that_save_their_state_can_resume():
-    """CNFGNN and FedSTGD are refused with their reason (README "Restarting the server")."""
+    """CNFGNN and FedSTGD are refused with their reason (docs/running.md, "Restarting the server")."""
     assert RESUMABLE == {"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"} and RESUMABLE < set(PLAN_NAMES)
     with pytest.raises(ConfigError, match="plan cnfgnn cannot be resumed: its server's Graph Network and Adam state"):
         simulate(CNFGNN(CNFGNNConfig(sensors=3, rounds=2)), MASK, restart_at=CrashPoint(Stage.INPUT, 1))

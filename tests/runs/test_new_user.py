@@ -114,7 +114,7 @@ def test_child_processes_import_the_installed_package_from_any_folder(tmp_path):
 
 
 def test_clients_started_before_the_server_wait_for_it(tmp_path):
-    """The README's commands run together: clients that find no server yet retry until it
+    """docs/running.md's commands run together: clients that find no server yet retry until it
     listens, say once that they are waiting, and the run completes."""
     keys = init_keys(tmp_path / "keys", clients=3).root
     with socket.socket() as probe:
