@@ -1,6 +1,6 @@
 """`make mutate`: mutation testing of the security checks with mutmut (a recipe, not part of `make test`).
 
-A check that no test fails without is a check nobody knows works (issue 29, item 9). mutmut
+A check that no test fails without is a check nobody knows works. mutmut
 changes one thing at a time in the check modules (a comparison flipped, a condition negated, a
 constant moved, a call's argument dropped) and runs the tests that reach the changed function;
 a mutant no test fails on "survived". docs/mutation.md lists every survivor and why it

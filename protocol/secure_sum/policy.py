@@ -3,7 +3,7 @@
 The server chooses a run's configuration and announces it (the Welcome, every ADVERTISE).
 A client never takes those values as its own: it checks them against its policy and refuses,
 with one line naming the option, anything weaker (threat_model.md M-POLICY). The defaults are
-the secure choices; each weaker one is an explicit option with its cost stated in the README.
+the secure choices; each weaker one is an explicit option with its cost stated in docs/running.md (the client options).
 
 What stays the server's to choose: the plan and its options, the backend among those the
 client accepts, the clipping range and precision (accuracy, not secrecy), who takes part, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FedRel results (README "FedRel"): every run is one `secure-fedgraph run fedrel` command,
+# The FedRel results (docs/papers/fedrel.md): every run is one `secure-fedgraph run fedrel` command,
 # printed before it runs; metrics land in results/fedrel/<dataset>/<name>/metrics.json.
 # Usage: results/fedrel/run.sh [PARALLEL] [DATASET...]   from the repository root, with the UEA
 # archives in ../shared/data. Both data sets: K in {2, 3, 5}, FedRel and FedAvg, and centralised,

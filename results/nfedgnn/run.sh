@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The nFedGNN results (README "nFedGNN"): every run is one command, printed before it runs;
+# The nFedGNN results (docs/papers/nfedgnn.md): every run is one command, printed before it runs;
 # metrics land in results/nfedgnn/<dataset>/<model>-<method>-s<seed>/metrics.json.
 # Usage: results/nfedgnn/run.sh [PARALLEL] [DATASET...]   from the repository root, with the
 # Planetoid files in ../shared/data/planetoid. Per dataset (Cora CiteSeer) and model (MODELS,

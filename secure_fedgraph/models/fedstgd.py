@@ -16,7 +16,7 @@ a driver decides what a sum is (a secure sum, a local sum, or a torch sum over a
 one autograd graph for the reference), and :mod:`secure_fedgraph.training.sum_tape` cuts the
 graph at every sum so the gradient through the sums can itself be a secure sum.
 
-Choices the paper leaves open (README, FedSTGD section):
+Choices the paper leaves open (docs/papers/fedstgd.md):
 - TGCRN's node- and time-adaptive weights W_n = [E_v,n ‖ E_τ,t] · pool (eqs. 13 to 15 write
   L Ê W) go through a rank-``embed_rank`` projection ``tanh([E_v ‖ E_τ] W_node)``, as TGCRN's
   own ``node = tanh(E W_node)``; without it one layer costs 128·in·out weights per node and
