@@ -87,9 +87,10 @@ def stage(module: str) -> Path:
     return where
 
 
-def retest(module: str) -> list[str]:
-    """Run the last run's survivors of ``module`` again against today's tests (the module itself
-    must be unchanged since that run: mutants are numbered per source). Returns their names."""
+def retest(module: str) -> tuple[list[str], dict[str, int | None]]:
+    """Prepare to run the last run's survivors of ``module`` again against today's tests (the
+    module itself must be unchanged since that run: mutants are numbered per source). Returns
+    their names and every mutant's last result (see :func:`keep_earlier_results`)."""
     where = STAGE / module
     meta = where / "mutants" / (MODULES[module] + ".meta")
     if not meta.exists():
@@ -109,7 +110,19 @@ def retest(module: str) -> list[str]:
             shutil.copytree(ROOT / folder, root / target, ignore=ignore, dirs_exist_ok=True)
     mutated.write_bytes(kept)
     (where / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function: collected again
-    return names
+    return names, codes
+
+
+def keep_earlier_results(module: str, earlier: dict[str, int | None]) -> None:
+    """After a retest: mutmut may have forgotten the results of the mutants it did not run (it
+    resets them when the staged files change); those stand as the last run left them."""
+    meta = STAGE / module / "mutants" / (MODULES[module] + ".meta")
+    data = json.loads(meta.read_text())
+    codes = data["exit_code_by_key"]
+    for name, code in earlier.items():
+        if codes.get(name) is None:
+            codes[name] = code
+    meta.write_text(json.dumps(data, indent=4))
 
 
 def _repository_path(staged: str) -> str:
@@ -175,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("mutmut is not installed: pip install -e '.[mutate]'")
         for module in args.modules:
             if args.retest:
-                names = retest(module)
+                names, earlier = retest(module)
                 print(f"retesting the {len(names)} survivors of {MODULES[module]} ...", flush=True)
                 if not names:
                     continue
                 code = mutmut(STAGE / module, "run", "--max-children", str(args.max_children), *names)
+                keep_earlier_results(module, earlier)
             else:
                 print(f"mutating {MODULES[module]} ...", flush=True)
                 code = mutmut(stage(module), "run", "--max-children", str(args.max_children))

@@ -265,6 +265,22 @@ def test_a_split_verdict_convicts_nobody():
     assert session.server.excluded == {} and session.server.live == set(range(5))
 
 
+def test_a_split_verdict_on_one_sender_does_not_stop_the_others_being_judged():
+    """Clients 2 and 4 both encrypt under a key of their own. 2's verdict is split (client 3
+    covers for it and 4's verdict on it is lost), so 2 is not convicted; 4's contribution is still
+    judged: its three checkers (0, 1, 2) find it invalid, and 4 alone is excluded."""
+
+    def also_4(direction, stage, client, message):
+        if (direction, stage, client) == ("up", Stage.INPUT, 4):
+            return dataclasses.replace(message, ciphertexts=_under_another_key())
+        return _covering_for(LIAR, also_lost={4})(direction, stage, client, message)
+
+    session, log = _session(5, _garbage_from(LIAR, also_4))
+    with pytest.raises(SumAbandoned, match=r"senders \[4\] excluded; abandoned$"):
+        session.secure_sum("a", make_inputs(range(5), shapes=SHAPE))
+    assert session.server.excluded == {4: "sent ciphertexts for sum 'a' that fail their check lanes"}
+
+
 def test_a_false_complaint_backed_by_false_verdicts_costs_the_liar_and_the_sum_stands():
     """Client 3 says the honest aggregate failed its check and answers "invalid" about every
     contribution it checks (2's, 1's, 0's): each is found valid by its other two checkers, so 3 is
