@@ -62,7 +62,7 @@ def test_every_claim_cites_existing_tests():
 
 
 def test_claims_against_a_deviating_adversary_cite_a_test_that_can_fail():
-    """The test must go through tests/helpers.py::defence_stops, which runs the attack against the
+    """The test must go through tests/helpers/attacks.py::defence_stops, which runs the attack against the
     real code and against the same code with one defence switched off."""
     for claim_id, (adversaries, evidence) in _claims().items():
         if not adversaries & DEVIATING or claim_id in STATED:

@@ -2,7 +2,7 @@
 see :mod:`secure_fedgraph.protocol.core.messages`).
 
 Field names match proto/secure_fedgraph/wire/secure_sum.proto one for one; the codec maps
-between them and tests/protocol/test_codec.py round-trips every message. Every message
+between them and tests/protocol/transports/test_codec.py round-trips every message. Every message
 starts with a Header: session, round, step (strictly increasing per session, so replays are
 refused), stage and sender (-1 for the server).
 

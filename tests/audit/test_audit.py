@@ -22,14 +22,10 @@ from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
-from tests.helpers import HZMETRO_DIR, needs_hzmetro
+from tests.helpers import HZMETRO_DIR, client_transcripts, needs_hzmetro
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CNFGNN_TINY = dict(sensors=8, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=40, batch_size=16, server_batch_size=12, rounds=1)
-
-
-def _clients(run: pathlib.Path) -> list[pathlib.Path]:
-    return sorted((run / "clients").glob("client-*.bin"))
 
 
 def _verdicts(report) -> dict[str, Verdict]:
@@ -55,7 +51,7 @@ def rekeyed(tmp_path_factory):
 
 
 def test_a_mask_run_passes_and_lists_its_dropout_rekey_and_redone_sum(rekeyed):
-    report = audit(rekeyed, _clients(rekeyed), attacks=False)
+    report = audit(rekeyed, client_transcripts(rekeyed), attacks=False)
     verdicts = _verdicts(report)
     assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
     for claim in ("M-UNIFORM", "M-NOPLAIN", "M-SUM", "M-DROPOUT", "M-BOTH", "M-ONCE", "M-RANGE", "R-AUDIT"):
@@ -93,7 +89,7 @@ def test_a_wrong_aggregate_fails_m_sum(rekeyed, monkeypatch):
         return view
 
     monkeypatch.setattr("secure_fedgraph.audit.run.load_run", tampered)
-    report = audit(rekeyed, _clients(rekeyed), attacks=False)
+    report = audit(rekeyed, client_transcripts(rekeyed), attacks=False)
     assert report.failed == ["M-SUM", "R-AUDIT"] and "weights (round 0)" in report.finding("M-SUM").evidence
 
 
@@ -103,7 +99,7 @@ def test_the_plain_backend_fails_the_secrecy_claims_and_the_secure_ones_pass(bac
     what the server received (P-CLEAR, as stated), so M-NOPLAIN fails; mask and ckks pass."""
     plan = FedAvgVector(FedAvgVectorConfig(clients=4, length=64, rounds=1))
     simulate(plan, SecureSumConfig(backend=Backend(backend)), transcripts=tmp_path)
-    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     assert report.failed == failing, [(f.claim, f.evidence) for f in report.findings]
     probe = report.finding("M-NOPLAIN").details
     assert probe["probe_found"] == (probe["probe_contributions"] if backend == "plain" else 0) and probe["probe_contributions"] > 0
@@ -125,7 +121,7 @@ def test_dp_noise_is_checked_from_both_sides_and_a_client_skipping_it_fails_dp_c
     norms carry the noise (server-only). A client whose DP hook only clips while the run claims
     sigma 1 (DP off while the claim says on): DP-CLIENT fails in both modes."""
     noised = _cnfgnn_run(tmp_path / "noised", dp_sigma=1.0)
-    for clients in (_clients(noised), []):
+    for clients in (client_transcripts(noised), []):
         report = audit(noised, clients, attacks=False)
         assert report.finding("DP-CLIENT").verdict is Verdict.PASS, report.finding("DP-CLIENT").evidence
         assert report.finding("SL-NORAW").verdict is Verdict.PASS and report.passed
@@ -136,7 +132,7 @@ def test_dp_noise_is_checked_from_both_sides_and_a_client_skipping_it_fails_dp_c
 
     monkeypatch.setattr(GaussianRows, "__call__", lambda self, tensors: {k: clip_rows(np.asarray(v), self.clip)[0] for k, v in tensors.items()})
     leaky = _cnfgnn_run(tmp_path / "leaky", dp_sigma=1.0)
-    for clients in (_clients(leaky), []):
+    for clients in (client_transcripts(leaky), []):
         report = audit(leaky, clients, attacks=False)
         assert report.failed == ["DP-CLIENT"], [(f.claim, f.evidence) for f in report.findings if not f.passed]
 
@@ -144,7 +140,7 @@ def test_dp_noise_is_checked_from_both_sides_and_a_client_skipping_it_fails_dp_c
 def test_write_report_gives_markdown_json_and_figures(rekeyed, tmp_path):
     import json
 
-    report = audit(rekeyed, _clients(rekeyed), attacks=False)
+    report = audit(rekeyed, client_transcripts(rekeyed), attacks=False)
     paths = write_report(report, tmp_path / "out")
     data = json.loads(paths["json"].read_text())
     assert data["passed"] is True and {c["claim"] for c in data["claims"]} == set(CHECKERS) | {"R-AUDIT"}
@@ -164,7 +160,7 @@ def test_fedstgd_sums_are_audited_and_plain_fails_st_sums(backend, tmp_path):
 
     config = FedSTGDConfig(clients=3, rounds=1, hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=16, batch_size=8, eval_batch_size=16)
     simulate(FedSTGD(config), SecureSumConfig(backend=Backend(backend)), data_dir=HZMETRO_DIR, transcripts=tmp_path)
-    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     if backend == "plain":
         assert "ST-SUMS" in report.failed and "M-NOPLAIN" in report.failed
     else:
@@ -175,7 +171,7 @@ def test_fedstgd_sums_are_audited_and_plain_fails_st_sums(backend, tmp_path):
 def test_with_ckks_the_server_learns_only_the_released_sums_and_they_equal_the_plaintext_sums(tmp_path):
     plan = FedAvgGRU(FedAvgGRUConfig(sensors=4, rounds=1, hidden_size=8, max_windows=30, max_local_steps=1, batch_size=16))
     simulate(plan, SecureSumConfig(backend=Backend.CKKS), transcripts=tmp_path)
-    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     assert report.passed and report.finding("C-SUM").verdict is Verdict.PASS and report.finding("C-SUM").details["sums"] == 2
     assert {s["name"]: s["server_learned_sum"] for s in report.sums} == {"normalisation": False, "weights": False, "validation": True, "test": True}
 
@@ -196,7 +192,7 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
         return folder
 
     for backend in ("plain", "mask"):
-        report = audit(run(tmp_path / backend, backend), _clients(tmp_path / backend), attacks=False)
+        report = audit(run(tmp_path / backend, backend), client_transcripts(tmp_path / backend), attacks=False)
         for claim in ("DDP-NOISE", "DDP-ACCOUNT", *(("DDP-RANGE",) if backend == "mask" else ())):
             assert report.finding(claim).verdict is Verdict.PASS, (claim, report.finding(claim).evidence)
         measured = report.finding("DDP-NOISE").details.get("largest_relative_deviation")
@@ -204,7 +200,7 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
 
     monkeypatch.setattr(roles, "noised", lambda x, noise, *, precision_bits: np.rint(clip_l2(x, noise.l2_clip) * 2.0**precision_bits)
                         / 2.0**precision_bits)
-    report = audit(run(tmp_path / "leaky", "plain"), _clients(tmp_path / "leaky"), attacks=False)
+    report = audit(run(tmp_path / "leaky", "plain"), client_transcripts(tmp_path / "leaky"), attacks=False)
     assert report.finding("DDP-NOISE").verdict is Verdict.FAIL, report.finding("DDP-NOISE").evidence
 
 
@@ -272,7 +268,7 @@ def test_a_fedstgd_run_with_dpsgd_passes_and_its_dpsgd_reports_are_its_only_indi
                            dpsgd_sigma=3.0)
     metrics = simulate(FedSTGD(config), SecureSumConfig(backend=Backend.MASK), data_dir=HZMETRO_DIR, transcripts=tmp_path).metrics
     (tmp_path / "metrics.json").write_text(json.dumps(metrics, default=str))
-    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
     assert "3 DP-SGD reports" in report.finding("ST-SUMS").evidence
     assert report.finding("DP-SGD").verdict is Verdict.PASS

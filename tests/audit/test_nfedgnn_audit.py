@@ -17,7 +17,7 @@ from secure_fedgraph.papers.nfedgnn import NFedGNN, NFedGNNConfig
 from secure_fedgraph.privacy import GaussianRows
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
-from tests.helpers import PLANETOID_DIR, defence_stops, needs_planetoid
+from tests.helpers import PLANETOID_DIR, client_transcripts, defence_stops, needs_planetoid
 
 pytestmark = needs_planetoid
 USERS = 400  # the first 400 Cora nodes: 134 edges among them, a public slice of 100
@@ -32,12 +32,8 @@ def _run(folder: pathlib.Path, backend: str = "plain", **options) -> pathlib.Pat
     return folder
 
 
-def _clients(run: pathlib.Path) -> list[pathlib.Path]:
-    return sorted((run / "clients").glob("client-*.bin"))
-
-
 def _audit(run: pathlib.Path, *, clients: bool = True, attacks: bool = False):
-    return audit(run, _clients(run) if clients else [], data_dir=PLANETOID_DIR, attacks=attacks)
+    return audit(run, client_transcripts(run) if clients else [], data_dir=PLANETOID_DIR, attacks=attacks)
 
 
 def test_latents_pass_nf_latent_and_fedavg_over_plain_fails_it(tmp_path):
@@ -83,7 +79,7 @@ def test_the_decoders_round_zero_model_is_exact(tmp_path):
     from secure_fedgraph.audit.replay import load_run
 
     run = _run(tmp_path / "run", users=40, **NOISED, seed=7, user_randomness="run_seed")
-    view = load_run(run / "transcript.bin", _clients(run))
+    view = load_run(run / "transcript.bin", client_transcripts(run))
     context = AttackContext(view, data_dir=PLANETOID_DIR)
     for upload in (u for u in view.uploads if u.round == 0):
         clean = view.raw_upload(upload)

@@ -27,15 +27,11 @@ from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, Record, TranscriptWriter, read_transcript
 from secure_fedgraph.runs import simulate as simulate_module
 from secure_fedgraph.runs.simulate import simulate
-from tests.helpers import defence_stops, splicing_ckks_server
+from tests.helpers import client_transcripts, defence_stops, splicing_ckks_server
 
 CKKS = SecureSumConfig(backend=Backend.CKKS)
 CKKS_ONLY = ClientPolicy(backends=frozenset({Backend.CKKS}))
 TINY_GRU = dict(sensors=4, hidden_size=8, max_windows=30, max_local_steps=1, batch_size=16)
-
-
-def _clients(run: pathlib.Path) -> list[pathlib.Path]:
-    return sorted((run / "clients").glob("client-*.bin"))
 
 
 def _rewrite(path: pathlib.Path, change) -> None:
@@ -62,7 +58,7 @@ def honest_ckks(tmp_path_factory):
 
 
 def test_an_honest_run_matches_every_client_transcript_and_says_what_each_claim_was_checked_from(honest_ckks, tmp_path):
-    report = audit(honest_ckks, _clients(honest_ckks), attacks=False)
+    report = audit(honest_ckks, client_transcripts(honest_ckks), attacks=False)
     assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
     wire = report.finding("R-TRANSCRIPT")
     assert wire.verdict is Verdict.PASS and wire.details["clients"] == 4 and wire.details["compared"] > 100 and wire.details["unconfirmed"] == 0
@@ -88,7 +84,7 @@ def test_a_resumed_mask_run_matches_in_both_sessions(tmp_path):
     both match the server's transcript."""
     simulate(FedAvgGRU(FedAvgGRUConfig(rounds=2, **TINY_GRU)), SecureSumConfig(backend=Backend.MASK), restart_at=CrashPoint(Stage.UNMASK, 1),
              transcripts=tmp_path)
-    report = audit(tmp_path, _clients(tmp_path), attacks=False)
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     assert report.passed and report.run["sessions"] == 2, [(f.claim, f.evidence) for f in report.findings if not f.passed]
     assert report.finding("R-TRANSCRIPT").verdict is Verdict.PASS and report.finding("M-CONSISTENCY").verdict is Verdict.PASS
 
@@ -178,7 +174,7 @@ def test_a_server_hiding_a_splice_from_its_transcript_fails_the_audit_with_clien
     assert audit(run, attacks=False).passed  # server-only: the server's word
 
     def attack() -> bool:
-        report = audit(run, _clients(run), attacks=False)
+        report = audit(run, client_transcripts(run), attacks=False)
         if not report.passed:
             assert sorted(report.failed) == ["C-CHECK", "C-CONSISTENCY", "C-SUM", "M-NOPLAIN", "R-AUDIT", "R-TRANSCRIPT"], report.failed
             wire = report.finding("R-TRANSCRIPT")
@@ -221,7 +217,7 @@ def test_clients_shown_different_sets_fail_the_consistency_claim_from_the_server
     alone = audit(tmp_path, attacks=False)
     assert alone.failed == [claim, "R-AUDIT"], alone.failed
     assert f"session 0, step {changed[0]} (consistency)" in alone.finding(claim).evidence
-    both = audit(tmp_path, _clients(tmp_path), attacks=False)
+    both = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
     assert {claim, "R-TRANSCRIPT", "R-AUDIT"} <= set(both.failed)
     assert f"client 2, session 0, step {changed[0]} (consistency" in both.finding("R-TRANSCRIPT").evidence
 
@@ -261,7 +257,7 @@ def test_every_way_a_servers_transcript_can_differ_from_a_clients_fails_r_transc
         return _keep(record, message)
 
     _rewrite(run / "transcript.bin", doctor)
-    report = audit(run, _clients(run), attacks=False)
+    report = audit(run, client_transcripts(run), attacks=False)
     wire = report.finding("R-TRANSCRIPT")
     step = done[0] + (10**6 if doctoring == "answer-invented" else 0)
     assert wire.verdict is Verdict.FAIL and wire.details["mismatched"] == 1, wire.evidence
@@ -284,7 +280,7 @@ def test_what_a_server_killed_mid_step_never_wrote_is_not_compared_but_an_earlie
     for lost, unconfirmed in ((steps[-1], True), (steps[-2], False)):
         path.write_bytes(original)
         _rewrite(path, lambda record, message: [] if message.header.session == first and message.header.step == lost else _keep(record, message))
-        wire = audit(tmp_path, _clients(tmp_path), attacks=False).finding("R-TRANSCRIPT")
+        wire = audit(tmp_path, client_transcripts(tmp_path), attacks=False).finding("R-TRANSCRIPT")
         if unconfirmed:
             assert wire.verdict is Verdict.PASS and wire.details["unconfirmed"] > 0 and "not compared" in wire.evidence, wire.evidence
         else:

@@ -48,6 +48,7 @@ from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
 from secure_fedgraph.runs.launch import LocalRun, start_server
 from tests.fuzzing import grammar
+from tests.helpers.grpc import mtls_channel
 
 MAX_MESSAGE_BYTES = 2**20  # the server's --max-message-mb 1: an oversized frame stays cheap
 REPLACE = (*grammar.STRUCTURAL, "replay", "generated", "oversized")
@@ -108,12 +109,9 @@ class FuzzIdentity:
 
     def __init__(self, client: int, run: LocalRun, keys: KeyDirectory, result: CampaignResult, lock: threading.Lock) -> None:
         self.client, self.run, self.keys, self.result, self.lock = client, run, keys, result, lock
-        credentials = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
-                                                   certificate_chain=keys.client_cert(client).read_bytes())
         # the fuzzer may send more than the server accepts (oversized frames), and hears everything
-        options = channel_options(MAX_MESSAGE_BYTES) + [("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES),
-                                                        ("grpc.ssl_target_name_override", "localhost")]
-        self.channel = grpc.secure_channel(run.address, credentials, options=options)
+        options = channel_options(MAX_MESSAGE_BYTES) + [("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES)]
+        self.channel = mtls_channel(run.address, keys, client, options=options)
 
     def count(self, outcome: str) -> None:
         with self.lock:
@@ -265,9 +263,7 @@ def probe_foreign_certificates(run: LocalRun, work: Path, probes: int, result: C
     other = KeyDirectory(init_keys(work / "other-ca", clients=1).root)
     for i in range(probes):
         keys, client = (other, 0) if i % 2 == 0 else outsider
-        credentials = grpc.ssl_channel_credentials(root_certificates=outsider[0].ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
-                                                   certificate_chain=keys.client_cert(client).read_bytes())
-        with grpc.secure_channel(run.address, credentials, options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
+        with mtls_channel(run.address, keys, client, ca=outsider[0]) as channel:
             stream = ClientStream(channel, timeout_s=30)
             stream.hello([client], __version__)
             try:

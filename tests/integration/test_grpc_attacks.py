@@ -3,10 +3,8 @@ the server's transport running in this process so one defence can be switched of
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from concurrent import futures
 
 import grpc
 import numpy as np
@@ -17,33 +15,9 @@ from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import Hello
 from secure_fedgraph.protocol.transports import grpc as transport_module
 from secure_fedgraph.protocol.transports.batch import Frame
-from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, HostConnection, make_server_handler
+from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, HostConnection
 from tests.helpers import defence_stops
-
-
-@contextlib.contextmanager
-def _transport_server(keys, *, step_timeout_s: float, hello_timeout_s: float = 10.0, streams: int | None = None):
-    """The server's transport behind a real TLS port on 127.0.0.1 (at most ``streams`` at once,
-    as the server runtime allows n + 8): yields (transport, port)."""
-    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s, hello_timeout_s=hello_timeout_s)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), maximum_concurrent_rpcs=streams)
-    server.add_generic_rpc_handlers((make_server_handler(transport),))
-    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
-                                              root_certificates=keys.ca.read_bytes(), require_client_auth=True)
-    port = server.add_secure_port("127.0.0.1:0", credentials)
-    server.start()
-    try:
-        yield transport, port
-    finally:
-        transport.close_all()
-        server.stop(0)
-
-
-def _channel(keys, client: int, port: int) -> grpc.Channel:
-    """A TLS channel under client ``client``'s own certificate."""
-    mine = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
-                                        certificate_chain=keys.client_cert(client).read_bytes())
-    return grpc.secure_channel(f"127.0.0.1:{port}", mine, options=[("grpc.ssl_target_name_override", "localhost")])
+from tests.helpers.grpc import mtls_channel, transport_server
 
 
 def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path):
@@ -54,7 +28,7 @@ def test_attack_a_client_joining_under_another_clients_id(monkeypatch, tmp_path)
     keys = init_keys(tmp_path / "keys", clients=2)
 
     def attack() -> bool:
-        with _transport_server(keys, step_timeout_s=5) as (transport, port), _channel(keys, 1, port) as channel:
+        with transport_server(keys, step_timeout_s=5) as (transport, port), mtls_channel(f"127.0.0.1:{port}", keys, 1) as channel:
             stream = ClientStream(channel, timeout_s=10)
             stream.send_frames([Frame(0, codec.encode(Hello(0, __version__)))])  # "I am client 0"
             joined = transport.wait_for_clients(3.0)
@@ -76,8 +50,8 @@ def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monk
     keys = init_keys(tmp_path / "keys", clients=2)
 
     def attack() -> bool:
-        with _transport_server(keys, step_timeout_s=2) as (transport, port), _channel(keys, 0, port) as forger_channel, \
-                _channel(keys, 1, port) as victim_channel:
+        with transport_server(keys, step_timeout_s=2) as (transport, port), mtls_channel(f"127.0.0.1:{port}", keys, 0) as forger_channel, \
+                mtls_channel(f"127.0.0.1:{port}", keys, 1) as victim_channel:
             forger, victim = ClientStream(forger_channel, timeout_s=10), ClientStream(victim_channel, timeout_s=10)
             forger.hello([0], __version__)
             victim.hello([1], __version__)  # joins, then never answers
@@ -102,7 +76,7 @@ def test_attack_a_host_answering_for_a_client_its_certificate_does_not_name(monk
 
 # --- the server survives any client (threat_model.md R-CRASH, R-STREAMS, R-FLOOD) -------------
 # These run the real server runtime and the real client runtime in this process over TLS
-# sockets on 127.0.0.1 (tests/integration/live.py): three honest clients and a fourth
+# sockets on 127.0.0.1 (tests/helpers/grpc.py): three honest clients and a fourth
 # certificate the attacker holds.
 
 
@@ -121,8 +95,8 @@ def test_attack_an_error_while_handling_one_message_drops_its_sender_not_the_ser
     caught, the error would end the server's run."""
     from secure_fedgraph.errors import ProtocolError
     from secure_fedgraph.protocol.transports.common import Traffic
-    from tests.integration import live
-    from tests.protocol.test_codec import overflowing_header
+    from tests.helpers import grpc as live
+    from tests.protocol.transports.test_codec import overflowing_header
 
     monkeypatch.setattr(codec, "byte_size", lambda shape, dtype: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
 
@@ -154,7 +128,7 @@ def test_attack_many_silent_streams_under_one_certificate_keep_the_honest_client
     (R-STREAMS): the other eleven are refused at once, the honest clients join and finish. With
     as many streams as it likes, client 3 fills the n + 8 streams the server runs at once, and
     the honest clients are turned away (the run never starts)."""
-    from tests.integration import live
+    from tests.helpers import grpc as live
 
     runs = iter(range(2))
 
@@ -176,7 +150,7 @@ def test_attack_a_stream_that_never_says_hello_is_cut_at_the_deadline(monkeypatc
     """Client 3 opens a stream and stays silent, holding one of the server's handler threads.
     Past --hello-timeout the server cuts it with DEADLINE_EXCEEDED (R-STREAMS); without the
     deadline the thread is held for as long as client 3 likes."""
-    from tests.integration import live
+    from tests.helpers import grpc as live
 
     runs = iter(range(2))
 
@@ -210,7 +184,7 @@ def test_attack_a_flood_from_a_joined_client_is_held_back_by_flow_control(monkey
     unbounded inbox the server takes in the whole flood (the 64 MB messages of the issue grew a
     server from 414 MB to 1,094 MB). The run then drops client 3 and finishes."""
     from secure_fedgraph.protocol.transports.grpc import Inbox
-    from tests.integration import live
+    from tests.helpers import grpc as live
 
     size, count = 2 * 2**20, 16
     runs = iter(range(2))
@@ -242,8 +216,8 @@ def test_attack_a_batch_repeating_its_senders_frame_is_refused_and_its_host_drop
     all 200,000 frames, takes the first as client 3's answer and keeps it in the run."""
     from secure_fedgraph.protocol.core.messages import Header, Joined
     from secure_fedgraph.protocol.transports import batch as batch_module
-    from tests.integration import live
-    from tests.protocol.test_batch import repeated_frame_batch
+    from tests.helpers import grpc as live
+    from tests.protocol.transports.test_batch import repeated_frame_batch
 
     count = 200_000
     built: list[int] = []  # frames the server built per batch (the memory a batch costs it)
@@ -293,8 +267,8 @@ def test_attack_frames_that_answer_nothing_are_counted_not_logged_one_by_one(mon
 
     def attack() -> bool:
         lines: list[str] = []
-        with _transport_server(keys, step_timeout_s=30) as (transport, port), _channel(keys, 0, port) as flooder_channel, \
-                _channel(keys, 1, port) as honest_channel:
+        with transport_server(keys, step_timeout_s=30) as (transport, port), mtls_channel(f"127.0.0.1:{port}", keys, 0) as flooder_channel, \
+                mtls_channel(f"127.0.0.1:{port}", keys, 1) as honest_channel:
             transport.log = lines.append
             flooder, honest = ClientStream(flooder_channel, timeout_s=60), ClientStream(honest_channel, timeout_s=60)
             flooder.hello([0], __version__)
@@ -322,62 +296,3 @@ def test_attack_frames_that_answer_nothing_are_counted_not_logged_one_by_one(mon
 
     defence_stops(attack, monkeypatch, GrpcServerTransport, "_ignore", lambda self, connection, line: (
         setattr(connection, "ignored", connection.ignored + 1), self.log(line)))
-
-
-def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(monkeypatch, tmp_path):
-    """The server runs one stream at once (the runtime's n + 8, made small), and client 0 holds
-    it, silent, when client 1's process connects: gRPC turns client 1 away with
-    RESOURCE_EXHAUSTED ("Concurrent RPC limit exceeded!"). Client 1 tries again with the backoff
-    and within the --connect-timeout it uses while nobody listens (UNAVAILABLE), and joins once
-    the server cuts client 0 at its --hello-timeout (R-STREAMS). Giving up on RESOURCE_EXHAUSTED
-    at once, client 1 is kept out of the run."""
-    from secure_fedgraph.clients import runtime as client_runtime
-    from secure_fedgraph.clients.runtime import ClientOptions, _connect, _Shared, _Waiting
-    from secure_fedgraph.protocol.core.messages import SERVER, Ack, EndRequest, Header
-    from secure_fedgraph.protocol.core.stages import Stage
-    from secure_fedgraph.protocol.core.steps import Step
-
-    keys = init_keys(tmp_path / "keys", clients=2)
-    options = ClientOptions(server="", ids=[1], keys=keys.root, connect_timeout_s=30.0)
-    waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",), "waiting")
-
-    def attack() -> bool:
-        with _transport_server(keys, step_timeout_s=10, hello_timeout_s=2.0, streams=1) as (transport, port), \
-                _channel(keys, 0, port) as holder_channel, _channel(keys, 1, port) as channel:
-            holder = ClientStream(holder_channel, timeout_s=30)  # says nothing: holds the one stream until --hello-timeout
-            deadline = time.monotonic() + 10
-            while 0 not in transport.streams:
-                assert time.monotonic() < deadline, "the holder's stream never reached the server"
-                time.sleep(0.01)
-            turned_away: list[grpc.RpcError] = []
-
-            def join() -> None:
-                try:
-                    stream, _ = _connect([1], channel, options, _Shared(keys.ca.read_bytes()), lambda line: None, waiting)
-                except grpc.RpcError as exc:
-                    turned_away.append(exc)
-                    return
-                stream.send_frames([Frame(1, codec.encode(Ack(Header(bytes(16), 0, 1, Stage.END, 1))))])  # answers the request it joined on
-
-            thread = threading.Thread(target=join, daemon=True)
-            thread.start()
-            deadline = time.monotonic() + 20
-            while 1 not in transport.connections and thread.is_alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            joined = transport.wait_for_clients(0.0)
-            outcome = transport.execute(Step(Stage.END, {1: EndRequest(Header(bytes(16), 0, 1, Stage.END, SERVER), "x")}, lambda c, r: None)) \
-                if joined else None
-            thread.join(10)
-            holder.cancel()
-        if turned_away:
-            assert turned_away[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED, turned_away
-        return outcome is None or 1 not in outcome.accepted
-
-    def gives_up_on_resource_exhausted(exc: grpc.RpcError) -> bool:
-        return exc.code() == grpc.StatusCode.UNAVAILABLE and not any(w in (exc.details() or "").lower() for w in ("ssl_error", "certificate", "tsi_", "alert"))
-
-    codes: list[grpc.StatusCode] = []  # what client 1 was told before it joined (with the defence on)
-    retries = client_runtime._server_not_up
-    monkeypatch.setattr(client_runtime, "_server_not_up", lambda exc: (codes.append(exc.code()), retries(exc))[1])
-    defence_stops(attack, monkeypatch, client_runtime, "_server_not_up", gives_up_on_resource_exhausted)
-    assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes, codes  # it was turned away, and tried again

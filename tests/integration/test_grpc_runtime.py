@@ -24,19 +24,15 @@ from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
+from tests.helpers.grpc import mtls_channel
 
 TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")
 
 
 def _channel(run, client: int, keys: KeyDirectory | None = None, send_limit: int = 2**20) -> grpc.Channel:
-    keys = keys or KeyDirectory(run.keys)
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=KeyDirectory(run.keys).ca.read_bytes(),
-        private_key=keys.client_key(client).read_bytes(),
-        certificate_chain=keys.client_cert(client).read_bytes(),
-    )
-    options = channel_options(2**20) + [("grpc.max_send_message_length", send_limit), ("grpc.ssl_target_name_override", "localhost")]
-    return grpc.secure_channel(f"127.0.0.1:{run.port}", credentials, options=options)
+    """Client ``client``'s channel to ``run`` (its certificate from ``keys``, default the run's)."""
+    ca = KeyDirectory(run.keys)
+    return mtls_channel(f"127.0.0.1:{run.port}", keys or ca, client, ca=ca, options=channel_options(2**20) + [("grpc.max_send_message_length", send_limit)])
 
 
 @pytest.mark.parametrize("backend", ["mask", "plain", "ckks"])

@@ -23,11 +23,6 @@ def _busy_port() -> socket.socket:
     return listener
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    return init_keys(tmp_path_factory.mktemp("keys"), clients=3).root
-
-
 @pytest.mark.parametrize(
     "argv,message",
     [

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from secure_fedgraph import __version__
-from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
@@ -129,11 +128,6 @@ def test_a_checkpoint_holds_json_and_arrays_only():
 
 
 # --- server --resume on the command line: one line, exit 2, before torch --------------------
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    return init_keys(tmp_path_factory.mktemp("keys"), clients=3).root
 
 
 @pytest.fixture

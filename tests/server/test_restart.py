@@ -60,33 +60,3 @@ def test_a_server_killed_mid_round_resumes_and_the_run_equals_an_uninterrupted_o
     report = audit_transcripts(run, sorted((tmp_path / "clients").glob("client-*.bin")), attacks=False)
     assert report.passed and report.run["sessions"] == 2, [(f.claim, f.evidence) for f in report.findings]
     assert report.finding("M-SUM").verdict is Verdict.PASS and report.finding("M-SUM").details["sums"] >= 2 * 3 + 2
-
-
-def test_a_client_process_rejoins_only_the_run_it_holds_state_of(tmp_path):
-    """A resumed Welcome reaching a client process that holds nothing of the run (it restarted,
-    or never took part) is refused, and so is a new run reaching one that is in a run."""
-    import dataclasses
-
-    from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
-    from secure_fedgraph.errors import ConfigError, ProtocolError
-    from secure_fedgraph.papers import FedAvgVector
-    from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
-    from secure_fedgraph.protocol.core.stages import Stage
-    from secure_fedgraph.server.runtime import run_config
-
-    keys = init_keys(tmp_path / "keys", clients=3)
-    run = run_config(FedAvgVector(), SecureSumConfig(backend=Backend.MASK))
-    certs = tuple(keys.client_cert(c).read_bytes() for c in range(3))
-    fresh = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), json.dumps(run), (0, 1, 2), certs)
-    resumed = dataclasses.replace(fresh, config_json=json.dumps({**run, "resume": {"round": 0}}))
-    options, shared = ClientOptions(server="x", ids=[0], keys=keys.root), _Shared(keys.ca.read_bytes())
-    with pytest.raises(ConfigError, match="resumes a run at round 0 that this client process holds nothing of"):
-        _welcome(0, resumed, options, keys, shared, None)
-    _, build, memory = _welcome(0, fresh, options, keys, shared, None)
-    host = build(bytes(16))
-    assert memory.rounds == [0] and host.context.resumed is None  # the plan, started, kept its state as round 0 began
-    with pytest.raises(ProtocolError, match="the server started a new run, but this client is in a run the server left"):
-        _welcome(0, fresh, options, keys, shared, None, memory)
-    _, build, same = _welcome(0, resumed, options, keys, shared, None, memory)
-    again = build(bytes(16))
-    assert same is memory and again.context.resumed.round == 0 and again.role.n_run == 3

@@ -1,11 +1,24 @@
-"""The real server runtime and real client runtimes in this process, over real TLS sockets on
-127.0.0.1: what the gRPC attack tests need, so that one defence can be switched off inside the
-code under test (the process-level tests in test_grpc_runtime.py cannot do that)."""
+"""gRPC over real TLS sockets on 127.0.0.1, each piece written once: the mTLS channel a client
+(or an attacker speaking the wire format by hand) opens, and the three ways tests start a server:
+
+- :func:`transport_server`: the server's transport alone behind a TLS port (its handler, no plan);
+- :func:`start_server`: the real server runtime in a thread of this process, with
+  :func:`start_clients` for real client runtimes beside it, so that one defence can be switched
+  off inside the code under test;
+- :func:`launch_run`: a server process (secure_fedgraph/runs/launch.py, as the demo and the
+  benchmarks start theirs), whose clients the test starts; tests/integration/conftest.py's
+  ``start_server`` fixture stops them.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,9 +30,39 @@ from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_cl
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
-from secure_fedgraph.runs.launch import ensure_host_cert
+from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, channel_options, make_server_handler
+from secure_fedgraph.runs.launch import LocalRun, ensure_host_cert
+from secure_fedgraph.runs.launch import start_server as launch_server
 from secure_fedgraph.server.runtime import ServerOptions, run_server
+
+
+def mtls_channel(address: str, keys: KeyDirectory, client: int, *, ca: KeyDirectory | None = None,
+                 options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+    """A TLS channel to ``address`` under client ``client``'s certificate and key in ``keys``,
+    trusting the CA of ``ca`` (default: ``keys``), with channel ``options`` (the server's name
+    is checked as "localhost", the name the test certificates carry)."""
+    credentials = grpc.ssl_channel_credentials(root_certificates=(ca or keys).ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
+                                               certificate_chain=keys.client_cert(client).read_bytes())
+    return grpc.secure_channel(address, credentials, options=[*options, ("grpc.ssl_target_name_override", "localhost")])
+
+
+@contextlib.contextmanager
+def transport_server(keys: KeyDirectory, *, step_timeout_s: float, hello_timeout_s: float = 10.0,
+                     streams: int | None = None) -> Iterator[tuple[GrpcServerTransport, int]]:
+    """The server's transport behind a real TLS port on 127.0.0.1 (at most ``streams`` at once,
+    as the server runtime allows n + 8): yields (transport, port)."""
+    transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s, hello_timeout_s=hello_timeout_s)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), maximum_concurrent_rpcs=streams)
+    server.add_generic_rpc_handlers((make_server_handler(transport),))
+    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
+                                              root_certificates=keys.ca.read_bytes(), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        yield transport, port
+    finally:
+        transport.close_all()
+        server.stop(0)
 
 
 @dataclass
@@ -118,12 +161,46 @@ def start_clients(server: LiveServer, ids: list[int], **options: Any) -> LiveCli
 def raw_channel(server: LiveServer, client: int, *, max_message_bytes: int = 2**20) -> grpc.Channel:
     """A TLS channel holding client ``client``'s certificate, for an attacker that speaks the
     wire format by hand."""
-    keys = server.keys
-    credentials = grpc.ssl_channel_credentials(root_certificates=keys.ca.read_bytes(), private_key=keys.client_key(client).read_bytes(),
-                                               certificate_chain=keys.client_cert(client).read_bytes())
-    options = channel_options(max_message_bytes) + [("grpc.ssl_target_name_override", "localhost")]
-    return grpc.secure_channel(server.address, credentials, options=options)
+    return mtls_channel(server.address, server.keys, client, options=channel_options(max_message_bytes))
 
 
 def open_stream(channel: grpc.Channel, *, timeout_s: float = 60.0) -> ClientStream:
     return ClientStream(channel, timeout_s=timeout_s)
+
+
+@dataclass
+class Run:
+    """A server process and its folders; clients are started by the test."""
+
+    local: LocalRun
+    keys: Path
+
+    @property
+    def server(self) -> subprocess.Popen:
+        return self.local.server
+
+    @property
+    def port(self) -> str:
+        return str(self.local.port)
+
+    @property
+    def out(self) -> Path:
+        return self.local.out
+
+    def client(self, ids: str, *extra: str) -> subprocess.Popen:
+        return self.local.client(ids, *extra)
+
+    def finish(self, timeout: float = 240) -> tuple[str, dict]:
+        output = self.local.wait(timeout)
+        return output, json.loads((self.out / "metrics.json").read_text())
+
+
+def launch_run(work: Path, *, clients: int, plan_options: tuple[str, ...], backend: str = "mask", extra: tuple[str, ...] = (),
+               keys_for: int | None = None, plan: str = "fedavg-gru") -> Run:
+    """A server process for ``plan`` with ``clients`` clients, its keys and folders in ``work``;
+    the caller stops it (``run.local.stop``)."""
+    keys = init_keys(work / "keys", clients=keys_for or clients).root
+    args = ["--plan", plan, "--clients", str(clients), "--backend", backend, "--join-timeout", "60", "--step-timeout", "60"]
+    for option in plan_options:
+        args += ["--set", option]
+    return Run(launch_server(work, *args, *extra, certs=keys), keys)

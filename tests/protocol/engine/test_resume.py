@@ -25,7 +25,7 @@ from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig
 from tests.helpers import default_policy_session as local_session
-from tests.helpers import UEA_DIR, WeakServer, defence_stops, make_inputs, needs_uea
+from tests.helpers import UEA_DIR, WeakServer, close, defence_stops, make_inputs, needs_uea
 
 
 TINY = FedAvgGRUConfig(rounds=3, sensors=5, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)
@@ -184,10 +184,6 @@ def test_the_resume_refusal_lists_the_sets_the_client_signed_before_and_the_one_
 # --- attacks by a server that "restarts" (R-RESUME) ---------------------------------------------
 
 
-def _close(guess: np.ndarray, truth: np.ndarray) -> bool:
-    return bool(np.allclose(guess, truth, atol=1e-4))
-
-
 @pytest.mark.parametrize("streaming", [False, True], ids=["survivor set", "streaming live set"])
 def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_client(monkeypatch, streaming):
     """Session 1 sums x_0..x_3 (every client signs {0, 1, 2, 3}; a streaming sum binds its live
@@ -217,7 +213,7 @@ def test_attack_a_restarted_server_asks_for_the_same_contributions_without_one_c
 
         everyone = session(list(range(n)))
         without = session([c for c in range(n) if c != victim])
-        return _close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
+        return close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_bind", lambda self, name, digest, contributors: None)
 
@@ -240,7 +236,7 @@ def test_a_contribution_is_bound_per_sum_so_another_sums_equal_values_still_go_t
 
     session("a", list(range(n)))
     fewer = session("b", [0, 1, 2])
-    assert _close(fewer.values["w"], sum(inputs[c]["w"] for c in (0, 1, 2)))
+    assert close(fewer.values["w"], sum(inputs[c]["w"] for c in (0, 1, 2)))
     assert all(len(signed[c]) == 2 for c in (0, 1, 2))  # one entry per sum: both were bound
 
 
@@ -264,7 +260,7 @@ def test_attack_a_restarted_server_reusing_its_session_id(monkeypatch):
 
         everyone = session(list(range(n)))
         without = session([c for c in range(n) if c != victim])
-        return _close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
+        return close(everyone.values["w"] - without.values["w"], inputs[victim]["w"])
 
     defence_stops(attack, monkeypatch, session_module, "agreed_session", lambda *, proposal, **kw: proposal)
 
@@ -321,6 +317,6 @@ def test_attack_a_restart_that_shrinks_the_run_to_lower_the_floor(monkeypatch):
         for c in (2, 3, 4):
             roles[c].contribute("s", inputs[c])
         total = runner.run(server.aggregate(SumSpec.of("s", inputs[2])))
-        return _close(total.values["w"] - inputs[3]["w"] - inputs[4]["w"], inputs[2]["w"])
+        return close(total.values["w"] - inputs[3]["w"] - inputs[4]["w"], inputs[2]["w"])
 
     defence_stops(attack, monkeypatch, RunMemory, "run_directory", lambda self, announced: dict(announced))

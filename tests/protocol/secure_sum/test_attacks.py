@@ -51,15 +51,11 @@ from secure_fedgraph.protocol.secure_sum.roles import ClientRole
 from secure_fedgraph.protocol.core.spec import SumResult
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from tests.helpers import default_policy_session as local_session
-from tests.helpers import NO_COLLUDERS, WeakServer, defence_stops, make_inputs
+from tests.helpers import NO_COLLUDERS, WeakServer, close, defence_stops, make_inputs
 
 
 MASK = SecureSumConfig(backend=Backend.MASK)
 SHAPE = {"w": (16,)}
-
-
-def _close(guess: np.ndarray, truth: np.ndarray) -> bool:
-    return bool(np.allclose(guess, truth, atol=1e-4))
 
 
 def _strip(y: np.ndarray, *, encoding, self_key: bytes | None, pair_keys: dict[int, bytes], client: int, stream: int) -> np.ndarray:
@@ -103,7 +99,7 @@ def test_attack_withheld_delivery_then_ask_again_without_one_client(monkeypatch,
         else:
             session.runner.run(session.server.setup(1, participants=sorted(others)))
         second = session.secure_sum("s", {c: inputs[c] for c in others})  # the clients' staged contributions, again
-        return _close(first.values["w"] - second.values["w"], inputs[u]["w"])
+        return close(first.values["w"] - second.values["w"], inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
 
@@ -170,7 +166,7 @@ def _the_same_session_id_twice(patch: pytest.MonkeyPatch) -> bool:
                                      a=victim, b=v) for v in ghosts}
     guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(4, 16), self_key=seen[Stage.UNMASK].self_mask_key,
                    pair_keys=pair_keys, client=victim, stream=0)
-    return _close(guess, inputs[victim]["w"])
+    return close(guess, inputs[victim]["w"])
 
 
 def test_attack_the_same_session_id_twice(monkeypatch):
@@ -225,7 +221,7 @@ def test_attack_withheld_delivery_then_ask_again_through_client_hosts(monkeypatc
         first = runner.run(server.aggregate(spec))
         runner.run(server._key_setup(set(range(n)) - {u}))
         second = runner.run(server.aggregate(spec))
-        return _close(first.values["w"] - second.values["w"], inputs[u]["w"])
+        return close(first.values["w"] - second.values["w"], inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
 
@@ -256,7 +252,7 @@ def test_attack_streaming_redo_after_a_faked_dropout(monkeypatch):
             pass
         redone = session.secure_sum("s", {c: inputs[c] for c in (0, 1, 2, 4)}, streaming=True)
         everyone = session.server.config.mask.encoding(5, 16).decode_sum(sum(kept.values())[:-1])
-        return _close(everyone - redone.values["w"], inputs[3]["w"])
+        return close(everyone - redone.values["w"], inputs[3]["w"])
 
     defence_stops(attack, monkeypatch, ClientRole, "_expose", lambda self, spec: None)
 
@@ -274,7 +270,7 @@ def test_attack_a_round_of_two_with_a_colluder_releases_the_other(monkeypatch):
         session.runner.run(session.server.setup(0, participants=[3, 4]))
         inputs = make_inputs(range(5), shapes=SHAPE)
         total = session.secure_sum("s", {3: inputs[3], 4: inputs[4]})
-        return _close(total.values["w"] - inputs[4]["w"], inputs[3]["w"])  # the colluder knows its own input
+        return close(total.values["w"] - inputs[4]["w"], inputs[3]["w"])  # the colluder knows its own input
 
     defence_stops(attack, monkeypatch, ClientPolicy, "check_mask_round", lambda self, plan, **kw: None)
 
@@ -296,7 +292,7 @@ def test_attack_a_run_of_two_releases_the_victims_input_to_its_colluder(monkeypa
         session.start_round()
         inputs = make_inputs(range(2), shapes=SHAPE)
         total = session.secure_sum("s", inputs)
-        return _close(total.values["w"] - inputs[1]["w"], inputs[0]["w"])  # the colluder knows its own input
+        return close(total.values["w"] - inputs[1]["w"], inputs[0]["w"])  # the colluder knows its own input
 
     from secure_fedgraph.errors import ProtocolError
 
@@ -409,7 +405,7 @@ def test_attack_two_survivor_sets_with_colluders(monkeypatch):
         pair_keys = {v: keyring.pair_key(mask_key, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=0, b=v)
                      for v in range(1, n)}
         guess = _strip(seen["y"][0], encoding=encoding, self_key=answers[0].self_mask_key, pair_keys=pair_keys, client=0, stream=0)
-        return _close(guess, inputs[0]["w"])
+        return close(guess, inputs[0]["w"])
 
     def majority_rule(n, colluders, threat):
         return majority(n)
@@ -468,7 +464,7 @@ def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
             k = keyring.pair_key(server.rebuilt[dropped], server._keys[client].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=client, b=dropped)
             prg.add_into(acc, k, stream_id=0, sign=-1 if client < dropped else 1)
         guess = server.config.mask.encoding(n, 16).decode_sum(np.ascontiguousarray(acc[:-1]))
-        return _close(guess, inputs[u]["w"] + inputs[w]["w"])
+        return close(guess, inputs[u]["w"] + inputs[w]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_not_isolated", lambda self, ep, client: None)
 
@@ -539,7 +535,7 @@ def test_attack_a_colluder_grinding_its_keys_for_a_graph_of_colluders(monkeypatc
                      for v in neighbours}
         guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
                        pair_keys=pair_keys, client=u, stream=0)
-        return _close(guess, inputs[u]["w"])
+        return close(guess, inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_graph_nonce", staticmethod(lambda: bytes(32)))
 
@@ -566,7 +562,7 @@ def _sum_spoiled(n: int, liar: int, stage: Stage, change, *, contributors: set[i
         result = session.secure_sum("s", inputs)
     except Exception:
         return True  # the sum is lost
-    return not (result.contributors == frozenset(contributors) and _close(result.values["w"], sum(inputs[c]["w"] for c in contributors)))
+    return not (result.contributors == frozenset(contributors) and close(result.values["w"], sum(inputs[c]["w"] for c in contributors)))
 
 
 def test_attack_a_wrong_shamir_share_costs_the_liar_not_the_sum(monkeypatch):
@@ -694,7 +690,7 @@ def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], objec
     except SecureFedGraphError:
         return False, set(session.server.excluded), session
     honest = set(range(n)) - {liar}
-    delivered = result.contributors == frozenset(honest) and _close(result.values["w"], sum(inputs[c]["w"] for c in honest))
+    delivered = result.contributors == frozenset(honest) and close(result.values["w"], sum(inputs[c]["w"] for c in honest))
     return delivered, set(session.server.excluded), session
 
 
@@ -787,7 +783,7 @@ def test_attack_a_client_advertising_one_public_key_twice_costs_only_itself(monk
         except SecureFedGraphError:
             return True  # honest clients left the run
         honest = set(range(n)) - {liar}
-        return not (result.contributors == frozenset(honest) and _close(result.values["w"], sum(inputs[c]["w"] for c in honest)))
+        return not (result.contributors == frozenset(honest) and close(result.values["w"], sum(inputs[c]["w"] for c in honest)))
 
     defence_stops(attack, monkeypatch, MaskServer, "_check_fresh_keys", lambda self, client, keys: None)
 
@@ -964,7 +960,7 @@ def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
-        return 0 in released and _close(released[0]["w"] / 4, inputs[3]["w"])
+        return 0 in released and close(released[0]["w"] / 4, inputs[3]["w"])
 
     defence_stops(attack, monkeypatch, CkksClient, "_matches", lambda self, *args: True)
 
@@ -1013,7 +1009,7 @@ def test_attack_ckks_two_contributor_sets_released_by_two_clients(monkeypatch):
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         released = runner.run(server.aggregate(SumSpec.of("v", inputs[0])))
-        return {0, 2} <= set(released) and _close(released[0]["w"] - released[2]["w"], inputs[3]["w"])
+        return {0, 2} <= set(released) and close(released[0]["w"] - released[2]["w"], inputs[3]["w"])
 
     defence_stops(attack, monkeypatch, CkksClient, "_vouched", lambda self, request: None)
 
@@ -1039,7 +1035,7 @@ def test_attack_ckks_release_of_a_sum_the_plan_did_not_mark(monkeypatch):
         spec = SumSpec.of("weights", inputs[0])
         runner.run(server.aggregate(spec))
         released = runner.run(collectives.upload(server.seq, [0], RELEASE_PREFIX + "weights", spec))
-        return 0 in released and _close(released[0]["w"], sum(inputs[c]["w"] for c in range(n)))
+        return 0 in released and close(released[0]["w"], sum(inputs[c]["w"] for c in range(n)))
 
     defence_stops(attack, monkeypatch, ClientHost, "_may_release", lambda self, name, spec: self._held[name][0])
 
@@ -1071,7 +1067,7 @@ def test_attack_ckks_a_ciphertext_under_another_key_costs_its_sender(monkeypatch
             return True  # the liar spoiled this sum too
         result = session.clients[0].last_result
         assert session.server.excluded.keys() == {2} and result.contributors == frozenset({0, 1, 3, 4})
-        return not _close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
+        return not close(result.values["w"], sum(inputs[c]["w"] for c in result.contributors))
 
     defence_stops(attack, monkeypatch, CkksServer, "_find_bad_senders", lambda self, index, kept: (yield from ()) or (set(), set(), {}))
 
@@ -1121,7 +1117,7 @@ def test_attack_a_ckks_checker_answering_invalid_to_frame_an_honest_contributor(
         inputs = make_inputs(range(5), seed=1, shapes=SHAPE)
         others = sorted(session.server.live)
         session.secure_sum("b", {c: inputs[c] for c in others})
-        assert _close(session.clients[others[0]].last_result.values["w"], sum(inputs[c]["w"] for c in others))
+        assert close(session.clients[others[0]].last_result.values["w"], sum(inputs[c]["w"] for c in others))
         return set(session.server.excluded) != {3}  # an honest client was framed
 
     defence_stops(attack, monkeypatch, CkksServer, "_verdicts_needed", lambda self: 1)
@@ -1141,7 +1137,7 @@ def test_attack_a_false_ckks_complaint_costs_the_complainer_not_the_sum(monkeypa
             return True  # one client's word lost the sum
         inputs = make_inputs(range(5), shapes=SHAPE)
         assert set(session.server.excluded) == {3} and "complained about sum 'a'" in session.server.excluded[3]
-        assert all(_close(session.clients[c].last_result.values["w"], sum(inputs[c]["w"] for c in range(5))) for c in (0, 1, 2, 4))
+        assert all(close(session.clients[c].last_result.values["w"], sum(inputs[c]["w"] for c in range(5))) for c in (0, 1, 2, 4))
         return False
 
     defence_stops(attack, monkeypatch, CkksServer, "_complaints_refuted", staticmethod(lambda bad, valid, contributors: False))
@@ -1203,7 +1199,7 @@ def test_attack_ckks_splicing_an_earlier_rounds_ciphertexts_into_a_later_sum(mon
             runner.run(server.setup(round_index))
             runner.run(server.aggregate(spec))
             released[r] = runner.run(collectives.upload(server.seq, [0], RELEASE_PREFIX + "v", spec))[0]["w"]
-        return _close(released["A"] - released["B"], inputs["A"][victim]["w"])
+        return close(released["A"] - released["B"], inputs["A"][victim]["w"])
 
     defence_stops(attack, monkeypatch, CkksClient, "_advance", lambda self, round_index, sum_index: None)
 
@@ -1269,7 +1265,7 @@ def test_attack_ckks_mixing_two_sums_under_one_round_and_index(monkeypatch):
         runner = LocalRunner(server, hosts)
         runner.run(server.setup(0))
         released = runner.run(server.aggregate(SumSpec.of("weights", weights[0])))
-        return _close(released[0]["w"] - sum(errors[c]["w"] for c in others), weights[victim]["w"])
+        return close(released[0]["w"] - sum(errors[c]["w"] for c in others), weights[victim]["w"])
 
     unnamed = CheckLanes.__init__
     defence_stops(attack, monkeypatch, CheckLanes, "__init__", lambda self, key, *, name, **kw: unnamed(self, key, name="", **kw))
@@ -1379,7 +1375,7 @@ def _swapped_peer_keys_give_a_clients_input_away(patch: pytest.MonkeyPatch) -> b
                  for v in range(1, n)}
     guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
                    pair_keys=pair_keys, client=0, stream=0)
-    return _close(guess, inputs[0]["w"])
+    return close(guess, inputs[0]["w"])
 
 
 def test_attack_swapping_the_relayed_public_keys_of_a_clients_peers(monkeypatch):
@@ -1443,7 +1439,7 @@ def test_attack_asking_for_the_mask_key_of_a_client_that_contributed(monkeypatch
                      for v in range(n) if v != u}
         guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
                        pair_keys=pair_keys, client=u, stream=0)
-        return _close(guess, inputs[u]["w"])
+        return close(guess, inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_mask_key", lambda self, ep, owner: None)
 
@@ -1491,7 +1487,7 @@ def _skipped_unmask_gives_a_contributors_input_away() -> bool:
                  for v in holders}
     guess = _strip(seen["inputs"][(0, u)], encoding=encoding, self_key=seen["shares"][0][u].self_mask_key, pair_keys=pair_keys, client=u,
                    stream=0)
-    return _close(guess, a[u]["w"])
+    return close(guess, a[u]["w"])
 
 
 def test_attack_a_skipped_unmask_then_the_mask_key_of_a_client_that_contributed(monkeypatch):
@@ -1536,7 +1532,7 @@ def test_attack_two_inputs_under_one_sum_index(monkeypatch):
         if 0 not in uploads["b"]:
             return False
         difference = encoding.decode_sum(np.ascontiguousarray((uploads["a"][0] - uploads["b"][0])[:-1]))
-        return _close(difference, a[0]["w"] - b[0]["w"])
+        return close(difference, a[0]["w"] - b[0]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_new_sum_index", lambda self, ep, s: None)
 
@@ -1577,32 +1573,6 @@ def test_attack_malformed_bytes_from_a_client_do_not_stop_the_server(monkeypatch
         return result.contributors != frozenset({0, 2, 3, 4})
 
     defence_stops(attack, monkeypatch, Traffic, "answer", unguarded)
-
-
-def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_path):
-    """The server relays, for client 1, a certificate its own CA issued: the identity key in it
-    is the server's, which could then sign as client 1 (consistency signatures, adverts). Every
-    certificate in a Welcome must be signed by the run's CA."""
-    import json
-
-    from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
-    from secure_fedgraph.crypto import pki
-    from secure_fedgraph.papers import FedAvgVector
-    from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
-    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
-
-    keys, other = pki.init_keys(tmp_path / "run", clients=3), pki.init_keys(tmp_path / "attacker", clients=3)
-    config = json.dumps({"plan": json.loads(FedAvgVector().config_json()), "secure_sum": config_to_dict(MASK)})
-    certs = (keys.client_cert(0).read_bytes(), other.client_cert(1).read_bytes(), keys.client_cert(2).read_bytes())
-    welcome = Welcome(Header(bytes(16), -1, 1, Stage.WELCOME, SERVER), config, (0, 1, 2), certs)
-    attacker_key = pki.load_identity(other.identity_key(1)).public_bytes
-
-    def attack() -> bool:
-        shared = _Shared(keys.ca.read_bytes())
-        _, build, _ = _welcome(0, welcome, ClientOptions(server="x", ids=[0], keys=keys.root), keys, shared, None)
-        return build(bytes(16)).role.directory[1] == attacker_key
-
-    defence_stops(attack, monkeypatch, pki, "verify_issuer", lambda cert, ca: None)
 
 
 def test_liars_are_excluded_and_named_in_the_runs_metrics():
