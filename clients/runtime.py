@@ -50,7 +50,7 @@ from secure_fedgraph import __version__
 from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
-from secure_fedgraph.papers import RESUMABLE, plan_class
+from secure_fedgraph.papers import is_resumable, plan_class
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.engine.contexts import ClientHost
 from secure_fedgraph.protocol.core.messages import Header, SessionRequest, UploadResponse, Welcome, named
@@ -456,7 +456,7 @@ def _welcome(client: int, welcome: Welcome, options: ClientOptions, keys: KeyDir
             raise ConfigError(f"client {client}: the server resumes a run at round {resume.get('round')} that this client process holds "
                               "nothing of (it did not take part, or it restarted); only the processes that took part rejoin it")
         memory = RunMemory(client_id=client, run=announced.config, directory=announced.directory, data=plan.load_client_data(client, options.data_dir),
-                           resumable=plan.name in RESUMABLE, reproducible_noise=options.reproducible_dp_noise)
+                           resumable=is_resumable(plan.name), reproducible_noise=options.reproducible_dp_noise)
         directory, resume_round = announced.directory, None
     else:
         if resume is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from secure_fedgraph.errors import ConfigError
 
-__all__ = ["check_ddp_options", "positive", "positive_number"]
+__all__ = ["positive", "positive_number"]
 
 
 def positive(name: str, value: Any, minimum: int = 1, *, optional: bool = False) -> None:
@@ -24,11 +24,3 @@ def positive_number(name: str, value: Any, *, zero_ok: bool = False) -> None:
     """A finite real option > 0 (>= 0 when ``zero_ok``): learning rates, clipping bounds, noise."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         raise ConfigError(f"{name} must be a finite number {'>=' if zero_ok else '>'} 0, got {value!r}")
-
-
-def check_ddp_options(config: Any) -> None:
-    """A plan's distributed DP options: ``ddp_noise`` >= 0 (0: off), ``ddp_clip`` > 0, ``ddp_delta`` in (0, 1)."""
-    positive_number("ddp_noise", config.ddp_noise, zero_ok=True)
-    positive_number("ddp_clip", config.ddp_clip)
-    if isinstance(config.ddp_delta, bool) or not isinstance(config.ddp_delta, int | float) or not 0 < config.ddp_delta < 1:
-        raise ConfigError(f"ddp_delta must be a number in (0, 1), got {config.ddp_delta!r}")

@@ -18,7 +18,7 @@ class Plan(ABC):
     the run's metrics; ``client`` yields what one logical client waits for. Neither imports a
     transport, crypto or gRPC.
 
-    A plan that can resume after the server dies (listed in ``papers.RESUMABLE``) starts both
+    A plan that can resume after the server dies (its ``papers.PlanEntry`` has no ``why_not_resumable``) starts both
     sides from ``ctx.resume_from(fresh_state)`` and calls ``ctx.checkpoint(r, state)`` at the top
     of every round r, the server before the round's key set-up: ``state`` is all that side needs
     to go on from round r, and must not depend on anything random that is not derived from the

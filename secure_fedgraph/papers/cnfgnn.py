@@ -63,6 +63,7 @@ from secure_fedgraph.papers.traffic import (
 )
 from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.papers import local_dp
+from secure_fedgraph.papers.dp_options import DPOptions, DPSGDOptions
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -79,7 +80,7 @@ WINDOW_COUNTS = SumSpec("window_counts", (TensorSpec("windows", (len(SPLITS),)),
 
 
 @dataclass(frozen=True)
-class CNFGNNConfig:
+class CNFGNNConfig(DPOptions, DPSGDOptions):
     """Options of the cnfgnn plan (``--set KEY=VALUE``); defaults are the paper's METR-LA ones.
 
     Attributes:
@@ -95,8 +96,8 @@ class CNFGNNConfig:
         cl_decay_steps: scheduled sampling constant c (1000; 0: never feed the truth).
         gn_layers / gn_hidden / gn_update: Graph Network depth (2), MLP hidden (256), update size (128).
         max_local_steps / max_server_batches / max_windows: caps for small runs (None: none).
-        dp_sigma: noise multiplier on uploaded h_c,i (0: no DP); dp_clip: per-row L2 bound;
-        dp_delta: the delta epsilon is reported at.
+        dp_sigma: noise multiplier on uploaded h_c,i (0: no DP); dp_clip: per-row L2 bound (2.0);
+        dp_delta: the delta epsilon is reported at (papers/dp_options.py).
         dp_unit: what the reported epsilon protects: "window" (one window's 12 input steps),
             "reading" (one speed reading: it sits in up to 12 windows' inputs, and pays for
             each), or "sensor" (every reading of the client over the run).
@@ -127,13 +128,9 @@ class CNFGNNConfig:
     max_local_steps: int | None = None
     max_server_batches: int | None = None
     max_windows: int | None = None
-    dp_sigma: float = 0.0
-    dp_clip: float = 2.0
-    dp_delta: float = 1e-5
+    dp_clip: float = 2.0  # DPOptions' field, this plan's default
     dp_unit: str = "window"
     window_stride: int = 1
-    dpsgd_sigma: float = 0.0
-    dpsgd_clip: float = 1.0
     seed: int = 0
     server_device: str = "cpu"
 
@@ -150,10 +147,9 @@ class CNFGNNConfig:
         positive("cl_decay_steps", self.cl_decay_steps, 0)
         for name in ("max_local_steps", "max_server_batches", "max_windows"):
             positive(name, getattr(self, name), optional=True)
-        for name in ("lr", "server_lr", "dp_clip"):
+        for name in ("lr", "server_lr"):
             positive_number(name, getattr(self, name))
-        positive_number("dp_sigma", self.dp_sigma, zero_ok=True)
-        local_dp.check_options(self)
+        super().__post_init__()  # dp_sigma, dp_clip, dpsgd_sigma, dpsgd_clip, dp_delta
         if self.dpsgd_sigma and self.variant.startswith("sl"):
             raise ConfigError(f"dpsgd_sigma needs the client's own Poisson samples; variant {self.variant!r} trains on the server's batches "
                               "(use at or at+fedavg)")

@@ -48,8 +48,9 @@ import torch
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.data.metr_la import check_sensors
-from secure_fedgraph.validation import check_ddp_options, positive, positive_number
+from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers import local_dp
+from secure_fedgraph.papers.dp_options import DDPOptions, DPSGDOptions
 from secure_fedgraph.privacy import Unit, UnitKind
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
@@ -66,7 +67,7 @@ from secure_fedgraph.training.forecasting import error_sums, load_weights, train
 from secure_fedgraph.training.metrics import rmse_mae
 
 @dataclass(frozen=True)
-class FedAvgGRUConfig:
+class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
     """Options of the fedavg-gru plan (``secure-fedgraph server --plan fedavg-gru --set KEY=VALUE``).
 
     Attributes:
@@ -79,7 +80,7 @@ class FedAvgGRUConfig:
         lr: Adam learning rate (a fresh Adam every round).
         max_windows: keep only the first windows of each split (small test runs).
         dpsgd_sigma: DP-SGD noise multiplier for local training (0: plain Adam, no DP);
-            dpsgd_clip: per-sample L2 clip; dp_delta: the delta epsilon is reported at.
+            dpsgd_clip: per-sample L2 clip; dp_delta: the delta epsilon is reported at (papers/dp_options.py).
         seed: run seed (initial model, batch order).
         ddp_noise: distributed DP noise multiplier z on the FedAvg sum (0: none; see SumNoise).
         ddp_clip: L2 bound on each client's update with distributed DP.
@@ -94,17 +95,10 @@ class FedAvgGRUConfig:
     batch_size: int = 128
     lr: float = 1e-3
     max_windows: int | None = None
-    dpsgd_sigma: float = 0.0
-    dpsgd_clip: float = 1.0
-    dp_delta: float = 1e-5
     seed: int = 0
-    ddp_noise: float = 0.0
-    ddp_clip: float = 1.0
-    ddp_delta: float = 1e-5
 
     def __post_init__(self) -> None:
-        local_dp.check_options(self)
-        check_ddp_options(self)
+        super().__post_init__()  # dpsgd_sigma, dpsgd_clip, dp_delta, ddp_noise, ddp_clip, ddp_delta
         if self.dpsgd_sigma and self.ddp_noise:
             raise ConfigError("dpsgd_sigma and ddp_noise are both set: choose one (their composition is not accounted)")
         positive("rounds", self.rounds)

@@ -72,6 +72,7 @@ from secure_fedgraph.models.distribution_vae import DistributionVAE
 from secure_fedgraph.models.generator_dropout import use_generator
 from secure_fedgraph import privacy
 from secure_fedgraph.papers import local_dp
+from secure_fedgraph.papers.dp_options import DPSGDOptions
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.papers.traffic import released_errors, report_errors
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
@@ -87,7 +88,7 @@ AGGREGATIONS = ("relevance", "uniform")
 
 
 @dataclass(frozen=True)
-class FedRelConfig:
+class FedRelConfig(DPSGDOptions):
     """Options of the fedrel plan (``--set KEY=VALUE``); defaults are the paper's where it gives them.
 
     Attributes:
@@ -137,9 +138,6 @@ class FedRelConfig:
     weight_clip: float = 8.0
     aggregation_error: float = 1e-5
     eval_every: int = 1
-    dpsgd_sigma: float = 0.0
-    dpsgd_clip: float = 1.0
-    dp_delta: float = 1e-5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -166,7 +164,7 @@ class FedRelConfig:
             raise ConfigError(f"segments must divide the {length} steps of a {self.dataset} case, got {self.segments}")
         if self.window >= self.segments:
             raise ConfigError(f"window must be below segments ({self.segments}), got {self.window}")
-        local_dp.check_options(self)
+        super().__post_init__()  # dpsgd_sigma, dpsgd_clip, dp_delta
         if self.dpsgd_sigma and self.relevance:
             raise ConfigError("dpsgd_sigma needs aggregation='uniform': relevance aggregation also releases functions of d_k, every "
                               "case's statistic from a VAE trained without DP, which DP-SGD does not cover")

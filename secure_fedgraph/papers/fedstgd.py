@@ -69,6 +69,7 @@ from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZS
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers import local_dp
+from secure_fedgraph.papers.dp_options import DPSGDOptions
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
@@ -90,7 +91,7 @@ GRADIENT_RESOLUTION = 1e-10  # the gradient sums carry dL/dS of a mean over ~1e4
 
 
 @dataclass(frozen=True)
-class FedSTGDConfig:
+class FedSTGDConfig(DPSGDOptions):
     """Options of the fedstgd plan (``--set KEY=VALUE``); defaults are the paper's.
 
     Attributes:
@@ -150,9 +151,6 @@ class FedSTGDConfig:
     max_windows: int | None = None
     forward_clip: float = 1e4
     gradient_clip: float = 100.0
-    dpsgd_sigma: float = 0.0
-    dpsgd_clip: float = 1.0
-    dp_delta: float = 1e-5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -184,7 +182,7 @@ class FedSTGDConfig:
         if not isinstance(milestones, tuple) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in milestones):
             raise ConfigError(f"milestones must be a list of epochs >= 1, got {self.milestones!r}")
         object.__setattr__(self, "milestones", milestones)
-        local_dp.check_options(self)
+        super().__post_init__()  # dpsgd_sigma, dpsgd_clip, dp_delta
         if self.dpsgd_sigma and self.sync == "batch":
             raise ConfigError("dpsgd_sigma needs sync='round': with sync='batch' every client steps on the pooled gradient, which "
                               "is not a sum of noised per-window gradients")

@@ -1,6 +1,7 @@
-"""DP-SGD for the plans' local training, written once: the options every plan names the same
-way (``dpsgd_sigma``, 0: off; ``dpsgd_clip``; ``dp_delta``), each client's mechanism, the
-steps a run plans (what ``--target-epsilon`` calibrates on), and the report.
+"""DP-SGD for the plans' local training, written once: each client's mechanism, the steps a run
+plans (what ``--target-epsilon`` calibrates on), and the report. Its options (``dpsgd_sigma``,
+0: off; ``dpsgd_clip``; ``dp_delta``) and their checks are papers/dp_options.py's
+:class:`~secure_fedgraph.papers.dp_options.DPSGDOptions`, which every plan with DP-SGD inherits.
 
 The mechanism is opacus' (privacy/mechanisms/dpsgd.py); its optimiser records every step in
 the client's own accountant; at the end of the run the server collects each client's steps
@@ -18,15 +19,6 @@ from secure_fedgraph import privacy
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.steps import StepGen
-from secure_fedgraph.validation import positive_number
-
-
-def check_options(config: Any) -> None:
-    """``dpsgd_sigma`` >= 0, ``dpsgd_clip`` > 0, ``dp_delta`` in (0, 1) (a config's __post_init__ calls this)."""
-    positive_number("dpsgd_sigma", config.dpsgd_sigma, zero_ok=True)
-    positive_number("dpsgd_clip", config.dpsgd_clip)
-    if not (isinstance(config.dp_delta, float) and 0 < config.dp_delta < 1):
-        raise ConfigError(f"dp_delta must be a float in (0, 1), got {config.dp_delta!r}")
 
 
 def sample_rate(batch_size: int, samples: int) -> float:

@@ -56,6 +56,7 @@ import torch.nn.functional as F
 from secure_fedgraph import privacy
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.papers.base import Plan
+from secure_fedgraph.papers.dp_options import DPOptions
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.seeds import derive_seed
@@ -69,7 +70,7 @@ USER_RANDOMNESS = ("private", "run_seed")
 
 
 @dataclass(frozen=True)
-class NFedGNNConfig:
+class NFedGNNConfig(DPOptions):
     """Options of the nfedgnn plan (``--set KEY=VALUE``); defaults are the paper's (Section 4).
 
     Attributes:
@@ -82,7 +83,8 @@ class NFedGNNConfig:
         hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``).
         user_lr: the users' Adam learning rate on their W_i (None: ``lr``, as the paper's one rate).
         eval_every: rounds between evaluations (each costs one more latent per user, and with DP one more release).
-        dp_sigma / dp_clip / dp_delta: Gaussian noise multiplier on each uploaded h_i (0: none), its L2 clip, and delta.
+        dp_sigma / dp_clip / dp_delta: Gaussian noise multiplier on each uploaded h_i (0: none), its L2 clip, and delta
+            (papers/dp_options.py).
         user_randomness: where a user's W_i^(0) and dropout masks come from: "private" (its own
             cryptographic randomness, the default: the server cannot regenerate them, NF-INIT) or
             "run_seed" (one Glorot W^(0) for every user and masks from the run seed: the centralised
@@ -105,9 +107,6 @@ class NFedGNNConfig:
     user_lr: float | None = None
     weight_decay: float = 5e-4
     eval_every: int = 1
-    dp_sigma: float = 0.0
-    dp_clip: float = 1.0
-    dp_delta: float = 1e-5
     user_randomness: str = "private"
     seed: int = 0
 
@@ -125,16 +124,14 @@ class NFedGNNConfig:
             raise ConfigError(f"users must be at most {DATASET_NODES[self.dataset]} ({self.dataset}'s nodes), got {self.users}")
         for name in ("rounds", "hidden", "heads", "eval_every"):
             positive(name, getattr(self, name))
-        for name in ("laplacian", "weight_decay", "dp_sigma"):
+        for name in ("laplacian", "weight_decay"):
             positive_number(name, getattr(self, name), zero_ok=True)
-        positive_number("dp_clip", self.dp_clip)
+        super().__post_init__()  # dp_sigma, dp_clip, dp_delta
         for name in ("lr", "user_lr"):
             if getattr(self, name) is not None:
                 positive_number(name, getattr(self, name))
         if self.dropout is not None and not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):
             raise ConfigError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
-            raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
 
     @property
     def latent_size(self) -> int:

@@ -13,14 +13,15 @@ import numpy as np
 
 from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan
-from secure_fedgraph.validation import check_ddp_options, positive
+from secure_fedgraph.papers.dp_options import DDPOptions
+from secure_fedgraph.validation import positive
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 
 
 @dataclass(frozen=True)
-class FedAvgVectorConfig:
+class FedAvgVectorConfig(DDPOptions):
     """Attributes: clients, length (L), rounds, seed, and fresh_keys_every: start a new
     secure-sum key set-up every this many rounds (1: every round, like SecAgg+; larger values
     keep one key epoch, i.e. fresh per-sum masks under the same pairwise keys, for several
@@ -33,12 +34,9 @@ class FedAvgVectorConfig:
     rounds: int = 1
     seed: int = 0
     fresh_keys_every: int = 1
-    ddp_noise: float = 0.0
-    ddp_clip: float = 1.0
-    ddp_delta: float = 1e-5
 
     def __post_init__(self) -> None:
-        check_ddp_options(self)
+        super().__post_init__()  # ddp_noise, ddp_clip, ddp_delta
         positive("clients", self.clients, 2)
         positive("length", self.length)
         positive("rounds", self.rounds)

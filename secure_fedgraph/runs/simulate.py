@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
-from secure_fedgraph.papers import RESUMABLE, check_resumable
+from secure_fedgraph.papers import check_resumable, is_resumable
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine.progress import RoundLog, traffic_summary
 from secure_fedgraph.protocol.engine.contexts import ClientHost, Resumed, ServerContext
@@ -132,7 +132,7 @@ def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, reco
     ids = plan.client_ids()
     identities = {c: IdentityKey.generate() for c in ids}
     directory = check_directory({c: k.public_bytes for c, k in identities.items()})  # validated once, shared: not n x n
-    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=plan.name in RESUMABLE,
+    memories = {c: RunMemory(client_id=c, run={}, directory=directory, data=plan.load_client_data(c, data_dir), resumable=is_resumable(plan.name),
                                  reproducible_noise=reproducible_noise)
                 for c in ids}
     server_data = plan.load_server_data(data_dir)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.papers import ATTACKED_PLANS, CALIBRATES_PRIVACY_OPTION, CENTRALISED_METHOD, PRIVACY_OPTION
+from secure_fedgraph.papers import plan_entry, plans_where
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
@@ -43,10 +43,10 @@ class SweepOptions:
     """What to sweep.
 
     Attributes:
-        plan: a plan with a privacy option (papers.PRIVACY_OPTION).
+        plan: a plan with a privacy option (its papers.PlanEntry's ``privacy_option``).
         sigmas: noise multipliers, one private point each (per seed).
         epsilons: target epsilons instead, one private point each (per seed), the run calibrating
-            its noise multiplier (plans in papers.CALIBRATES_PRIVACY_OPTION).
+            its noise multiplier (plans whose papers.PlanEntry ``calibrates``).
         seeds: run seeds; each gives one point per sigma and its own references.
         jobs: points running at once (each a process).
         out: the sweep folder (``points/`` holds every run folder).
@@ -55,7 +55,7 @@ class SweepOptions:
         data_dir: data folder for every point.
         centralised: also run the centralised reference (where the plan has one).
         attacks: also audit every private and non-private run (its transcripts, the leakage
-            attacks) and draw the attacks' errors against epsilon (papers.ATTACKED_PLANS).
+            attacks) and draw the attacks' errors against epsilon (plans whose papers.PlanEntry is ``attacked``).
     """
 
     plan: str
@@ -78,21 +78,24 @@ class SweepOptions:
 
 def check_choices(plan: str, *, sigmas: Sequence[float], epsilons: Sequence[float], seeds: Sequence[int], attacks: bool) -> None:
     """What a sweep may be asked for (the CLI calls this before torch is imported; ConfigError, one line)."""
-    if plan not in PRIVACY_OPTION:
-        raise ConfigError(f"sweep: plan {plan} has no privacy option to sweep; plans with one: {', '.join(sorted(PRIVACY_OPTION))}")
+    swept = plans_where(lambda e: e.privacy_option is not None)
+    if plan not in swept:
+        raise ConfigError(f"sweep: plan {plan} has no privacy option to sweep; plans with one: {', '.join(swept)}")
+    entry = plan_entry(plan)
     if bool(sigmas) == bool(epsilons):
         raise ConfigError("sweep: give --sigmas or --epsilons (one of them)")
     for option, values in (("--sigmas", sigmas), ("--epsilons", epsilons)):
         if any(not (math.isfinite(v) and v > 0) for v in values) or len(set(values)) != len(values):
             raise ConfigError(f"sweep: {option} must be distinct numbers > 0, got {list(values)}")
-    if epsilons and plan not in CALIBRATES_PRIVACY_OPTION:
-        raise ConfigError(f"sweep: plan {plan} cannot calibrate {PRIVACY_OPTION[plan]} to a target epsilon (its epsilon depends on the "
-                          f"clients that survive each sum); use --sigmas (--epsilons works for: {', '.join(sorted(CALIBRATES_PRIVACY_OPTION))})")
+    if epsilons and not entry.calibrates:
+        raise ConfigError(f"sweep: plan {plan} cannot calibrate {entry.privacy_option} to a target epsilon (its epsilon depends on the "
+                          f"clients that survive each sum); use --sigmas (--epsilons works for: "
+                          f"{', '.join(plans_where(lambda e: e.calibrates))})")
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"sweep: --seeds must be distinct, got {list(seeds)}")
-    if attacks and plan not in ATTACKED_PLANS:
+    if attacks and not entry.attacked:
         raise ConfigError(f"sweep: --attacks: the audit has no leakage attack on plan {plan}'s uploads (plans with one: "
-                          f"{', '.join(sorted(ATTACKED_PLANS))})")
+                          f"{', '.join(plans_where(lambda e: e.attacked))})")
 
 
 @dataclass(frozen=True)
@@ -125,14 +128,14 @@ def _cli(*args: str) -> tuple[str, ...]:
 
 def points(options: SweepOptions) -> list[Point]:
     """Every run of the sweep, the references first (their lines frame the plot)."""
-    knob = PRIVACY_OPTION[options.plan]
+    knob = plan_entry(options.plan).privacy_option
     data = ("--data-dir", options.data_dir) if options.data_dir else ()
     out = []
     for seed in options.seeds:
         folder = options.out / "points" / f"non-private-seed{seed}"
         out.append(Point("non-private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
                                                               "--set", f"seed={seed}", "--set", f"{knob}=0")))
-        method = CENTRALISED_METHOD.get(options.plan)
+        method = plan_entry(options.plan).centralised_method
         if options.centralised and method is not None:
             folder = options.out / "points" / f"centralised-seed{seed}"
             budget = [f"--epochs={options.budget['rounds']}", f"--seed={seed}", "--device=cpu"]
@@ -176,7 +179,7 @@ def read_point(point: Point) -> dict[str, Any]:
     privacy = metrics.get("privacy") or {}
     sigma = point.sigma
     if point.target is not None:  # the multiplier the run's calibration chose
-        sigma = float(metrics["config"]["config"][PRIVACY_OPTION[metrics["plan"]]])
+        sigma = float(metrics["config"]["config"][plan_entry(metrics["plan"]).privacy_option])
     return {
         "kind": point.kind,
         "target_epsilon": "" if point.target is None else point.target,
@@ -269,7 +272,7 @@ def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
     metric = rows[0]["metric"] if rows else "test_rmse"
     name = {"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric)
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
-    knob = PRIVACY_OPTION[options.plan]
+    knob = plan_entry(options.plan).privacy_option
     target = "| target epsilon " if options.epsilons else ""
     lines = [f"{target}| noise multiplier ({knob}{', calibrated' if options.epsilons else ''}) | epsilon, RDP (delta {delta}) "
              f"| epsilon, PRV | {name} | seeds |", "|---" * (6 if options.epsilons else 5) + "|"]
@@ -278,7 +281,7 @@ def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
         setting = f"| {mine[0]['target_epsilon']:g} | {_mean_sd([float(r['sigma']) for r in mine])} " if options.epsilons else f"| {mine[0]['sigma']:g} "
         lines.append(f"{setting}| {_mean_sd([float(r['epsilon']) for r in mine])} | {_mean_sd(prv) if len(prv) == len(mine) else '—'} "
                      f"| {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
-    for kind, label in (("non-private", "no noise (non-private)"), ("centralised", f"centralised ({CENTRALISED_METHOD.get(options.plan)})")):
+    for kind, label in (("non-private", "no noise (non-private)"), ("centralised", f"centralised ({plan_entry(options.plan).centralised_method})")):
         mine = [r for r in rows if r["kind"] == kind]
         if mine:
             lines.append(f"{'| ∞ ' if options.epsilons else ''}| {label} | ∞ | ∞ | {_mean_sd([r['value'] for r in mine])} | {len(mine)} |")
@@ -319,7 +322,7 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
     ax.set_xlabel(f"epsilon per client (delta {delta})")
     ax.set_ylabel({"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric))
-    ax.set_title(f"{options.plan}: {PRIVACY_OPTION[options.plan]} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
+    ax.set_title(f"{options.plan}: {plan_entry(options.plan).privacy_option} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
                  fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -73,9 +73,9 @@ def test_attack_error_against_epsilon_over_audited_runs(no_dp, noised, tmp_path)
 
 
 def test_the_plans_a_sweep_can_attack_are_the_attacks_own():
-    """papers.ATTACKED_PLANS (what `sweep --attacks` accepts, checked before torch) names exactly
-    the plans some attack in the audit's registry applies to."""
+    """The plans registered as ``attacked`` (what `sweep --attacks` accepts, checked before torch)
+    are exactly the plans some attack in the audit's registry applies to."""
     from secure_fedgraph.audit.attacks import ATTACKS
-    from secure_fedgraph.papers import ATTACKED_PLANS
+    from secure_fedgraph.papers import ENTRIES
 
-    assert ATTACKED_PLANS == frozenset().union(*(attack.plans for attack in ATTACKS))
+    assert frozenset(entry.name for entry in ENTRIES if entry.attacked) == frozenset().union(*(attack.plans for attack in ATTACKS))

@@ -82,7 +82,7 @@ def test_a_sweep_with_attacks_audits_every_run_and_draws_the_attacks_against_eps
 
 @needs_planetoid
 def test_an_nfedgnn_sweep_reads_test_accuracy_and_the_users_epsilon(tmp_path):
-    """`sweep nfedgnn --sigmas S`: the latents' noise (papers.PRIVACY_OPTION), test accuracy as the
+    """`sweep nfedgnn --sigmas S`: the latents' noise (its registered privacy_option), test accuracy as the
     metric, epsilon per user's feature vector; no centralised reference is drawn for it."""
     out = tmp_path / "sweep"
     assert main(["sweep", "nfedgnn", "--sigmas", "2", "--rounds", "1", "--set", "eval_every=2", "--set", "dp_clip=0.05", "--jobs", "2",

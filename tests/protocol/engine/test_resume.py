@@ -9,7 +9,7 @@ import pytest
 
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.errors import ConfigError, ProtocolError
-from secure_fedgraph.papers import PLAN_NAMES, RESUMABLE, CNFGNN, FedAvgGRU, FedAvgVector, LocalGRU
+from secure_fedgraph.papers import ENTRIES, PLAN_NAMES, CNFGNN, FedAvgGRU, FedAvgVector, LocalGRU
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
@@ -103,7 +103,8 @@ def test_a_client_that_left_before_the_checkpoint_stays_out_and_the_numbers_stil
 
 def test_only_the_plans_that_save_their_state_can_resume():
     """CNFGNN and FedSTGD are refused with their reason (docs/running.md, "Restarting the server")."""
-    assert RESUMABLE == {"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"} and RESUMABLE < set(PLAN_NAMES)
+    resumable = {entry.name for entry in ENTRIES if entry.resumable}
+    assert resumable == {"fedavg-gru", "local-gru", "fedavg-vector", "fedrel"} and resumable < set(PLAN_NAMES)
     with pytest.raises(ConfigError, match="plan cnfgnn cannot be resumed: its server's Graph Network and Adam state"):
         simulate(CNFGNN(CNFGNNConfig(sensors=3, rounds=2)), MASK, restart_at=CrashPoint(Stage.INPUT, 1))
 

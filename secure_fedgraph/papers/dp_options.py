@@ -1,0 +1,85 @@
+"""The privacy options plan configs share, each field, default and check written once.
+
+A plan's config inherits the groups it offers and calls ``super().__post_init__()`` from its
+own ``__post_init__`` (where the checks run among its own): :class:`PrivacyOptions`, the base
+of every group, holds the one set of checks and runs those of the fields the config has. The
+field names are the ``--set`` options, the keys of a run's configuration JSON (a Welcome, a
+checkpoint, an audit) and what clients compare with their floors (``--min-dp-sigma``,
+``--min-dpsgd-sigma``, ``--min-ddp-noise``; papers/base.py).
+
+- :class:`DPOptions`: ``dp_sigma`` (0: off), ``dp_clip`` (1.0), ``dp_delta``; cnfgnn (its
+  ``dp_clip`` default is 2.0) and nfedgnn.
+- :class:`DPSGDOptions`: ``dpsgd_sigma`` (0: off), ``dpsgd_clip`` (1.0), ``dp_delta``; cnfgnn,
+  fedavg-gru, local-gru, fedrel and fedstgd.
+- :class:`DeltaOption`: ``dp_delta`` (1e-5), shared by the two groups above (cnfgnn has both
+  and one delta).
+- :class:`DDPOptions`: ``ddp_noise`` (0: off), ``ddp_clip`` (1.0), ``ddp_delta`` (1e-5);
+  fedavg-gru, local-gru and fedavg-vector.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.validation import positive_number
+
+__all__ = ["DDPOptions", "DPOptions", "DPSGDOptions", "DeltaOption", "PrivacyOptions"]
+
+# each group's noise multiplier (>= 0, 0: off) and the L2 clip it is calibrated to (> 0)
+NOISE_AND_CLIP = (("dp_sigma", "dp_clip"), ("dpsgd_sigma", "dpsgd_clip"), ("ddp_noise", "ddp_clip"))
+
+
+class PrivacyOptions:
+    """The checks of every group below, written once: a config's ``__post_init__`` reaches this
+    through ``super().__post_init__()``, and it checks the groups' fields the config has."""
+
+    def __post_init__(self) -> None:
+        present = {f.name for f in dataclasses.fields(self)}
+        for noise, clip in NOISE_AND_CLIP:
+            if noise in present:
+                positive_number(noise, getattr(self, noise), zero_ok=True)
+                positive_number(clip, getattr(self, clip))
+        if "dp_delta" in present and not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
+            raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
+        if "ddp_delta" in present and (isinstance(self.ddp_delta, bool) or not isinstance(self.ddp_delta, int | float)
+                                       or not 0 < self.ddp_delta < 1):
+            raise ConfigError(f"ddp_delta must be a number in (0, 1), got {self.ddp_delta!r}")
+
+
+@dataclass(frozen=True)
+class DeltaOption(PrivacyOptions):
+    """``dp_delta``: the delta a run's epsilon is reported at, a float in (0, 1)."""
+
+    dp_delta: float = 1e-5
+
+
+@dataclass(frozen=True)
+class DPOptions(DeltaOption):
+    """Gaussian noise on each uploaded row (privacy.GaussianRows): ``dp_sigma`` >= 0, its noise
+    multiplier (0: no DP), and ``dp_clip`` > 0, each row's L2 bound."""
+
+    dp_sigma: float = 0.0
+    dp_clip: float = 1.0
+
+
+@dataclass(frozen=True)
+class DPSGDOptions(DeltaOption):
+    """DP-SGD in local training (papers/local_dp.py): ``dpsgd_sigma`` >= 0, its noise multiplier
+    (0: plain training, no DP), and ``dpsgd_clip`` > 0, the per-sample L2 clip."""
+
+    dpsgd_sigma: float = 0.0
+    dpsgd_clip: float = 1.0
+
+
+@dataclass(frozen=True)
+class DDPOptions(PrivacyOptions):
+    """Distributed DP on a plan's secure model sums (protocol SumNoise, threat_model.md
+    DDP-NOISE): ``ddp_noise`` >= 0, the noise multiplier z (0: off), ``ddp_clip`` > 0, the L2
+    bound on each client's contribution, and ``ddp_delta`` in (0, 1), the delta the run's
+    epsilon is reported at."""
+
+    ddp_noise: float = 0.0
+    ddp_clip: float = 1.0
+    ddp_delta: float = 1e-5
