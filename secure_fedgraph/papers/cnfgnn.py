@@ -52,12 +52,10 @@ from secure_fedgraph.data.metr_la import check_sensors, load_cached
 from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
 from secure_fedgraph import models  # models.GraphNet loads PyG on first use: on the server, not in client processes
 from secure_fedgraph.models import GRUSeq2Seq
+from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
-    errors_spec,
-    released_errors,
-    report_errors,
     server_normalisation,
     sensor_windows,
 )

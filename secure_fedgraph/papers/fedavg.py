@@ -52,12 +52,10 @@ from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.dp_options import DDPOptions, DPSGDOptions
 from secure_fedgraph.privacy import Unit, UnitKind
+from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
     client_normalisation,
-    errors_spec,
-    released_errors,
-    report_errors,
     server_normalisation,
 )
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext

@@ -72,7 +72,7 @@ from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.dp_options import DPSGDOptions
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
-from secure_fedgraph.papers.traffic import errors_spec, released_errors, report_errors
+from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec

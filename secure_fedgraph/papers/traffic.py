@@ -1,5 +1,6 @@
 """What the METR-LA forecasting plans share: one client per sensor, its DCRNN windows, the
-normalisation statistics as a secure sum, and error totals as a secure sum.
+normalisation statistics as a secure sum (the error totals every plan reports are in
+error_totals.py).
 
 Normalisation: each client contributes the mean and mean square of its training speeds; the
 secure sum gives DCRNN's global training statistics (the same numbers, within the encoding
@@ -15,19 +16,12 @@ from typing import Any
 
 from secure_fedgraph.data import dcrnn_windows
 from secure_fedgraph.data.metr_la import METR_LA_SENSORS, TrafficSplits, load_cached
-from secure_fedgraph.errors import SumAbandoned
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.steps import StepGen
 
 MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
-
-
-def errors_spec(name: str, fields: tuple[str, ...] = ("sse", "sae", "count"), clip_range: float = 1e8) -> SumSpec:
-    """The secure sum of error statistics called ``name`` ("validation", "test"): one scalar per
-    field (FedSTGD adds "sape" and needs a wider range for passenger counts)."""
-    return SumSpec(name, tuple(TensorSpec(f, (1,)) for f in fields), clip_range=clip_range)
 
 
 def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None, stride: int = 1) -> TrafficSplits:
@@ -64,21 +58,3 @@ def client_normalisation(ctx: ClientContext, raw: TrafficSplits):
     mean = float(moments.values["mean"][0]) / n
     std = math.sqrt(float(moments.values["mean_square"][0]) / n - mean**2)
     return raw.normalised(mean, std), mean, std
-
-
-def released_errors(ctx: ServerContext, spec: SumSpec) -> StepGen[dict | None]:
-    """Server: a secure sum of error statistics, released to the server (with ckks, by the
-    clients, which marked it releasable); None when the sum was abandoned (those metrics are
-    then missing for that round, never made up)."""
-    try:
-        return (yield from ctx.release((yield from ctx.secure_sum(spec))))
-    except SumAbandoned:
-        return None
-
-
-def report_errors(ctx: ClientContext, name: str, sums):
-    """Client side of :func:`released_errors`: the only sums a client lets the server see."""
-    try:
-        yield ctx.secure_sum(name, sums, releasable=True)
-    except SumAbandoned:
-        pass
