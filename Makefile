@@ -4,7 +4,7 @@
 #   make protos  regenerate secure_fedgraph/wire/ from proto/ (tests/test_protos.py checks it)
 #   make bench   the benchmarks: secure sums in one process, then FedAvg rounds over gRPC
 #   make fuzz    fuzz a real server with honest clients running (at least 10,000 messages; counts by outcome)
-#   make mutate  mutation testing of the security checks with mutmut: kill rate per module, survivors listed (about two hours)
+#   make mutate  mutation testing of the security checks with mutmut: kill rate per module, survivors listed (about an hour and a quarter)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin

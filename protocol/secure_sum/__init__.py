@@ -24,7 +24,7 @@ from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, new_session_id
 from secure_fedgraph.protocol.core.steps import Step, StepOutcome
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec, TensorSpec
-from secure_fedgraph.protocol.secure_sum.transitions import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
 __all__ = [
     "Adversary",

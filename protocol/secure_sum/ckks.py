@@ -110,7 +110,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
-from secure_fedgraph.protocol.secure_sum.transitions import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
 _NO_GRAPH = "none"
 CHECK_KEY_BYTES = 32

@@ -99,7 +99,7 @@ from secure_fedgraph.protocol.secure_sum import mask_format
 from secure_fedgraph.protocol.secure_sum.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole
-from secure_fedgraph.protocol.secure_sum.transitions import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
 
 def _split(blob: bytes, count: int, size: int = NONCE_BYTES) -> tuple[bytes, ...] | None:

@@ -84,7 +84,7 @@ from secure_fedgraph.protocol.secure_sum.messages import (
 )
 from secure_fedgraph.protocol.secure_sum.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.secure_sum.roles import ServerRole, StepGen
-from secure_fedgraph.protocol.secure_sum.transitions import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
 
 _SEALED_BYTES = 12 + SEALED_SHARES_BYTES + 16  # nonce + shares + GCM tag

@@ -13,7 +13,7 @@ from secure_fedgraph.protocol.secure_sum.config import Backend
 from secure_fedgraph.protocol.secure_sum.messages import DeliverRequest, DeliverResponse, InputRequest, InputResponse
 from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, StepGen
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
-from secure_fedgraph.protocol.secure_sum.transitions import Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
 
 class PlainServer(ServerRole):

@@ -33,7 +33,8 @@ from secure_fedgraph.protocol.secure_sum.messages import REQUESTS, RESPONSES, SE
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy, KeyEpochCount
 from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec, as_array
-from secure_fedgraph.protocol.secure_sum.transitions import TRANSITIONS, Stage
+from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.secure_sum.transitions import TRANSITIONS
 from secure_fedgraph.protocol.core.session import SESSION_BYTES, Sequencer
 from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome
 

@@ -13,9 +13,9 @@ the client gives that sum's contribution up for good (roles.py, ``settle``).
 from __future__ import annotations
 
 from secure_fedgraph.protocol.secure_sum.config import Backend
-from secure_fedgraph.protocol.core.stages import SECURE_SUM_STAGES, Stage
+from secure_fedgraph.protocol.core.stages import Stage
 
-__all__ = ["Stage", "SECURE_SUM_STAGES", "TRANSITIONS"]
+__all__ = ["TRANSITIONS"]
 
 
 _S = Stage

@@ -115,26 +115,22 @@ def test_a_new_sum_with_too_few_live_clients_is_refused_and_a_client_silent_at_d
     assert len(log) == asked  # no one asked
 
 
-def test_too_few_encrypted_inputs_stop_the_sum_and_only_the_senders_stay_live():
-    """Clients 2-4 vanish when asked for their input: two ciphertexts are not a sum the floor
-    allows, so the server stops before anyone signs, says so, and keeps only the two senders live."""
-    session, log = _session(5, drop={Stage.INPUT: {2, 3, 4}})
-    with pytest.raises(DropoutError, match=r"^round 0: only 2 clients sent encrypted inputs, fewer than the 3 required "):
+@pytest.mark.parametrize(
+    ("stage", "what", "not_reached"),
+    [(Stage.INPUT, "sent encrypted inputs", Stage.CONSISTENCY), (Stage.CONSISTENCY, "signed the contributor set", Stage.DELIVER)],
+    ids=["inputs", "signatures"],
+)
+def test_too_few_inputs_or_signatures_stop_the_sum_and_only_those_who_answered_stay_live(stage, what, not_reached):
+    """Clients 2-4 vanish when asked for their input, or to sign the contributor set: two
+    ciphertexts are not a sum the floor allows, and an aggregate vouched for by two clients would
+    be accepted by none (it needs a majority's signatures). The server stops before the next
+    step, says at which step, and keeps only the two that answered live."""
+    session, log = _session(5, drop={stage: {2, 3, 4}})
+    with pytest.raises(DropoutError, match=rf"^round 0: only 2 clients {what}, fewer than the 3 required "):
         session.secure_sum("a", make_inputs(range(5), shapes=SHAPE))
-    assert session.server.log[-1] == "round 0: abort: sent encrypted inputs: 2 < 3"
+    assert session.server.log[-1] == f"round 0: abort: {what}: 2 < 3"
     assert session.server.live == {0, 1}
-    assert not _asked(log, Stage.CONSISTENCY)
-
-
-def test_too_few_signatures_stop_the_sum_before_anyone_is_delivered_it():
-    """Clients 2-4 vanish when asked to sign the contributor set: an aggregate vouched for by two
-    clients is not delivered (no client would accept it without a majority's signatures)."""
-    session, log = _session(5, drop={Stage.CONSISTENCY: {2, 3, 4}})
-    with pytest.raises(DropoutError, match=r"^round 0: only 2 clients signed the contributor set, fewer than the 3 required "):
-        session.secure_sum("a", make_inputs(range(5), shapes=SHAPE))
-    assert session.server.log[-1] == "round 0: abort: signed the contributor set: 2 < 3"
-    assert session.server.live == {0, 1}
-    assert not _asked(log, Stage.DELIVER)
+    assert not _asked(log, not_reached)
 
 
 def test_a_dropout_abandons_a_streaming_sum_and_the_next_one_goes_on_without_the_client():

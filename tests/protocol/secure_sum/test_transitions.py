@@ -13,7 +13,8 @@ from secure_fedgraph.errors import SecureFedGraphError
 from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec
 from secure_fedgraph.protocol.secure_sum import messages as m
-from secure_fedgraph.protocol.secure_sum.transitions import SECURE_SUM_STAGES, TRANSITIONS
+from secure_fedgraph.protocol.core.stages import SECURE_SUM_STAGES
+from secure_fedgraph.protocol.secure_sum.transitions import TRANSITIONS
 
 _DEFAULTS = {
     bool: False,
