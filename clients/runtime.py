@@ -31,12 +31,10 @@ point (protocol/core/crash_point.py), before answering it.
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -51,9 +49,8 @@ from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
 from secure_fedgraph.papers import is_resumable, plan_class
-from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.engine.contexts import ClientHost
-from secure_fedgraph.protocol.core.messages import Header, SessionRequest, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.core.messages import SessionRequest, Welcome
 from secure_fedgraph.protocol.core.crash_point import CrashPoint, crash_by_sigkill
 from secure_fedgraph.protocol.engine.resume import RunMemory
 from secure_fedgraph.protocol.core.session import ClientOpening, welcome_digest
@@ -61,14 +58,12 @@ from secure_fedgraph.protocol.secure_sum.config import config_from_dict
 from secure_fedgraph.protocol.secure_sum.factory import make_client
 from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
 from secure_fedgraph.protocol.secure_sum.roles import IdentityDirectory
-from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, TranscriptWriter
-from secure_fedgraph.protocol.transports.batch import Frame, decode_batch
-from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, describe_rpc_error
+from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
+from secure_fedgraph.protocol.transports.batch import Frame
+from secure_fedgraph.protocol.transports.grpc_client import (ClientConnection, ConnectionFailed, Waiting, connect, secure_channel,
+                                                              server_not_up)
+from secure_fedgraph.protocol.transports.grpc_service import describe_rpc_error
 from secure_fedgraph.resources import ensure_client_files, usage
-
-
-class ConnectionFailed(Exception):
-    """The server did not come up within the connect timeout."""
 
 
 @dataclass(frozen=True)
@@ -230,17 +225,6 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
     return shared.outcomes
 
 
-@dataclass(frozen=True)
-class _Waiting:
-    """How long :func:`_connect` retries, the option that sets it, and what it says once per process."""
-
-    seconds: float
-    option: str
-    gave_up: str  # why it stopped waiting; "{s}" is the seconds
-    key: tuple  # say ``line`` once per process for this key
-    line: str
-
-
 class _HostLink:
     """One stream and the logical clients it speaks for, across the sessions of their run: it
     reads the server's batches, has each client answer its own frame (on the shared workers),
@@ -274,60 +258,51 @@ class _HostLink:
                 client.outcome.error = error
 
     def _run(self) -> None:
-        options, link = self.options, self.link
-        credentials = grpc.ssl_channel_credentials(root_certificates=self.shared.ca, private_key=link.key.read_bytes(),
-                                                   certificate_chain=link.cert.read_bytes())
-        opts = channel_options(options.max_message_bytes) + [("grpc.ssl_target_name_override", options.server_name),
-                                                             ("grpc.max_reconnect_backoff_ms", 2000)]  # back within 2 s of a restart
-        waiting = _Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", ("connect",),
-                           f"clients: waiting for the server at {options.server} (up to {options.connect_timeout_s:g} s, --connect-timeout)")
+        options, link, shared = self.options, self.link, self.shared
+        announce = partial(shared.once, ("connect",), self.say, f"clients: waiting for the server at {options.server} "
+                           f"(up to {options.connect_timeout_s:g} s, --connect-timeout)")
+        waiting = Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", announce)
+        transcripts = {c: client.transcript for c, client in self.clients.items() if client.transcript is not None}
         taking_part = list(self.clients.values())
-        with grpc.secure_channel(options.server, credentials, options=opts) as channel:
+        with secure_channel(options.server, ca=shared.ca, cert=link.cert.read_bytes(), key=link.key.read_bytes(),
+                            server_name=options.server_name, max_message_bytes=options.max_message_bytes) as channel:
             while True:
-                stream, batches = _connect([c.client for c in taking_part], channel, options, self.shared, self.say, waiting)
+                connection = connect(channel, [c.client for c in taking_part], version=__version__, waiting=waiting,
+                                     timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes, transcripts=transcripts)
                 for client in taking_part:
                     client.begin_session()
                 try:
-                    self._serve(stream, batches)
+                    self._serve(connection)
                     if not any(c.may_resume for c in taking_part):
                         return
                 except grpc.RpcError as exc:
-                    if not (any(c.may_resume for c in taking_part) and _server_not_up(exc)):  # refused or dropped: the server said why
+                    if not (any(c.may_resume for c in taking_part) and server_not_up(exc)):  # refused or dropped: the server said why
                         raise
                 finally:
-                    stream.close()
+                    connection.close()
                 taking_part = [c for c in taking_part if c.may_resume]
                 for client in taking_part:
                     client.host = None  # its session's keys go with it
                 seconds = options.reconnect_timeout_s
                 sessions = max(c.sessions for c in taking_part)
-                waiting = _Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s",
-                                   ("away", sessions), f"clients {format_ids(options.ids)}: the server went away; reconnecting "
-                                   f"for up to {seconds:g} s (--reconnect-timeout)")
+                announce = partial(shared.once, ("away", sessions), self.say, f"clients {format_ids(options.ids)}: the server went away; "
+                                   f"reconnecting for up to {seconds:g} s (--reconnect-timeout)")
+                waiting = Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s", announce)
 
-    def _serve(self, stream: ClientStream, batches: Iterator[bytes]) -> None:
+    def _serve(self, connection: ClientConnection) -> None:
         """Answer the stream's batches until it ends, or none of its clients is left in the run."""
-        for data in batches:
+        for batch in connection.incoming(lambda client: self.clients[client].taking_part):
             work = []
-            requests: dict[int, Any] = {}  # one body shared by many frames is decoded once: its arrays are read-only
-            for frame in decode_batch(data, max_frames=len(self.clients)):  # one request or notice per client at most
-                client = self.clients.get(frame.client)
-                if client is None or not client.taking_part:
-                    continue
-                if frame.left:
-                    client.leave(f"dropped from the run: {frame.left}")
-                    continue
-                if id(frame.body) not in requests:
-                    try:
-                        requests[id(frame.body)] = codec.decode(frame.body)
-                    except ProtocolError as exc:
-                        requests[id(frame.body)] = exc
-                work.append((client, frame.body, requests[id(frame.body)]))
-            del data, requests
-            answers = [a for a in self.shared.pool.map(lambda item: item[0].answer(item[1], item[2]), work) if a is not None]
+            for item in batch:
+                client = self.clients[item.client]
+                if item.left:
+                    client.leave(f"dropped from the run: {item.left}")
+                else:
+                    work.append((client, item.request))
+            del batch
+            answers = [a for a in self.shared.pool.map(lambda w: w[0].answer(connection, w[1]), work) if a is not None]
             del work
-            if answers:
-                stream.send_frames(answers)
+            connection.send(answers)
             if all(c.left for c in self.clients.values()):
                 return  # nobody here is in the run any more (a finished client keeps reading: the server ends the stream)
 
@@ -368,23 +343,20 @@ class _LogicalClient:
         if not self.outcome.error:
             self.outcome.error = error
 
-    def answer(self, data: bytes, request: Any) -> Frame | None:
-        """This client's answer to one request (``request``: ``data`` decoded, or why it could
-        not be); a frame saying it left if handling it failed (the others go on); None if it
-        already left."""
+    def answer(self, connection: ClientConnection, request: Any) -> Frame | None:
+        """This client's answer to one request (or to why it could not be decoded) as a frame;
+        a frame saying it left if handling it failed (the others go on); None if it already left."""
         if self.left:
             return None
         try:
-            return Frame(self.client, self._answer(data, request))
+            return connection.answer(self.client, self._answer(request))
         except SecureFedGraphError as exc:
             self.leave(str(exc))
         except Exception as exc:  # noqa: BLE001 one client's failure (a bug included: named with its type) must not stop the others
             self.leave(f"{type(exc).__name__}: {exc}")
-        return Frame(self.client, left="it left the run")
+        return connection.left(self.client)
 
-    def _answer(self, data: bytes, request: Any) -> bytes:
-        if self.transcript is not None:
-            self.transcript.record(RECEIVED, -1, data, at=time.time())  # before the bytes are dropped
+    def _answer(self, request: Any) -> Any:
         if isinstance(request, Exception):
             raise request
         self._maybe_crash(getattr(request, "header", None))
@@ -407,15 +379,11 @@ class _LogicalClient:
         else:
             response = self.host.handle(request)
             self.memory.server_at(request.header.round)
-        reply = codec.encode(response)
-        del request, response
         self.first = False
-        if self.transcript is not None:
-            self.transcript.record(SENT, -1, reply, at=time.time())
         self.outcome.steps += 1
         if self.host is not None and self.host.ended:
             self.outcome.finished = True  # keep reading: the server ends the stream once it has every Ack
-        return reply
+        return response
 
     def _maybe_crash(self, header: Any) -> None:
         """``--crash-at``: die as a crash does, before answering: SIGKILL, so nothing is cleaned
@@ -477,50 +445,5 @@ def _host(session: bytes, *, client: int, announced: _Announced, directory, memo
                        policy=options.policy, signed=memory.signed, key_epochs=memory.key_epochs)
     host = ClientHost(role=role, plan=announced.plan.client, context=context)
     if options.audit and transcript is not None:
-        def record(header: Header, name: str, tensors) -> None:  # this client's own input, on its own disk
-            transcript.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
-
-        host.on_contribute = record
+        host.on_contribute = partial(transcript.contributed, client)  # this client's own input, on its own disk
     return host
-
-
-def _server_not_up(exc: grpc.RpcError) -> bool:
-    """Whether a failed stream means the server cannot take it now (worth waiting for), not a
-    refusal: nobody listens (UNAVAILABLE: not yet, or no longer), or the server runs as many
-    streams as it allows at once (RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded": n + 8,
-    threat_model.md R-STREAMS; one frees within the server's --hello-timeout of a stream that
-    says nothing). A failed certificate check, a message over a size limit (RESOURCE_EXHAUSTED
-    too, "larger than max") or an answer from the server (a refusal, a drop) is reported at once.
-    A handshake cut by a dying server ("Connection reset") is not a refusal."""
-    details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
-    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return "larger than max" not in details
-    refused = any(word in details for word in ("ssl_error", "certificate", "tsi_", "alert"))
-    return exc.code() == grpc.StatusCode.UNAVAILABLE and not refused
-
-
-def _connect(clients: Sequence[int], channel: grpc.Channel, options: ClientOptions, shared: _Shared, say,
-             waiting: _Waiting) -> tuple[ClientStream, Iterator[bytes]]:
-    """Open a stream and send the Hellos of ``clients``, retrying with backoff while nobody
-    listens or the server has no stream free (up to ``waiting.seconds``); returns the stream and
-    its batches, the first one (the Welcomes) already received."""
-    deadline, pause = time.monotonic() + waiting.seconds, 0.1
-    while True:
-        stream = ClientStream(channel, timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes)
-        stream.hello(clients, __version__)
-        requests = iter(stream)
-        try:
-            return stream, itertools.chain((next(requests),), requests)
-        except StopIteration:  # a server shutting down closed the stream before its Welcome
-            why = "the server closed the stream before its Welcome"
-        except grpc.RpcError as exc:
-            if not _server_not_up(exc):
-                stream.close()
-                raise
-            why = describe_rpc_error(exc)
-        stream.close()
-        if time.monotonic() + pause > deadline:
-            raise ConnectionFailed(f"{why} ({waiting.gave_up.format(s=waiting.seconds)}; {waiting.option})")
-        shared.once(waiting.key, say, waiting.line)
-        time.sleep(pause)
-        pause = min(2 * pause, 2.0)

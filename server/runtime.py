@@ -1,7 +1,7 @@
 """The server process: mutual TLS, waiting for the clients, running a plan, writing the run.
 
 Steps: load the run's certificates; listen; wait (up to ``join_timeout_s``) for the plan's
-clients, each authenticated by its certificate or its host's (protocol/transports/grpc.py);
+clients, each authenticated by its certificate or its host's (protocol/transports/grpc_server.py);
 send each a Welcome (the run's configuration and the participants' CA-signed certificates: one
 body, sent once per stream) and open the session with the nonces the clients answer with (the
 session id is theirs as much as the server's: protocol/core/session.py); run the plan's server side over the gRPC
@@ -19,12 +19,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import grpc
 
 from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of
@@ -41,7 +38,7 @@ from secure_fedgraph.protocol.secure_sum.factory import make_server
 from secure_fedgraph.protocol.core.session import Sequencer, new_proposal
 from secure_fedgraph.protocol.core.steps import drive
 from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
-from secure_fedgraph.protocol.transports.grpc import GrpcServerTransport, make_server_handler, server_options
+from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport
 from secure_fedgraph.server import checkpoint
 from secure_fedgraph.server.checkpoint import Checkpoint
 
@@ -103,19 +100,9 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     events: list[str] = []
     transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
                                     hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append)
-    # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
-    # at most one stream per client (a host's stream speaks for several), so n + 8 handlers; more are refused by gRPC at once
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(expected) + EXTRA_STREAMS), maximum_concurrent_rpcs=len(expected) + EXTRA_STREAMS,
-                         options=[*server_options(options.max_message_bytes), ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((make_server_handler(transport),))
-    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())], root_certificates=ca, require_client_auth=True)
-    try:
-        port = server.add_secure_port(options.bind, credentials)
-    except RuntimeError as exc:  # grpcio raises where older versions returned 0
-        raise ConfigError(f"--bind {options.bind}: cannot listen there ({exc}); is another server running on that port?") from None
-    if port == 0:
-        raise ConfigError(f"--bind {options.bind}: cannot listen there; is another server running on that port?")
-    server.start()
+    # at most one stream per client (a host's stream speaks for several), so n + 8 at once (R-STREAMS)
+    port = transport.listen(options.bind, ca=ca, cert=keys.server_cert.read_bytes(), key=keys.server_key.read_bytes(),
+                            max_streams=len(expected) + EXTRA_STREAMS)
     host = options.bind.rsplit(":", 1)[0]
     if options.port_file is not None:
         options.port_file.write_text(str(port))
@@ -136,8 +123,7 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
         closing = f"the run failed ({type(exc).__name__}: {exc})"  # clients stop; an interrupted or killed server leaves them waiting to resume
         raise
     finally:
-        transport.close_all(closing)
-        server.stop(grace=2.0).wait(timeout=5.0)  # the connections are closed once it is set
+        transport.stop(closing)
         if transcript is not None:
             transcript.close()
     metrics["seconds"] = time.monotonic() - started

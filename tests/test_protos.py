@@ -27,6 +27,6 @@ def test_generated_code_matches_the_proto_files(tmp_path):
         checked_in = ROOT / relative
         assert checked_in.exists(), f"{relative} is generated but not checked in: run `make protos`"
         assert checked_in.read_bytes() == (tmp_path / relative).read_bytes(), f"{relative} is stale: run `make protos`"
-    # the streams carry Envelope bytes through a generic handler (protocol/transports/grpc.py),
+    # the streams carry Envelope bytes through a generic handler (protocol/transports/grpc_server.py),
     # so no *_pb2_grpc.py stubs are generated or kept
     assert not list((ROOT / "secure_fedgraph" / "wire").glob("*_pb2_grpc.py"))

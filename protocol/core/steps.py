@@ -4,7 +4,7 @@ A server role or plan is a generator of :class:`Step`: each step sends one reque
 client and resumes with a :class:`StepOutcome` once every answer has been passed to the
 step's ``accept`` callback (which validates it and folds it into the server's state, so large
 uploads are summed as they arrive and never kept). A transport executes steps: in one process
-(:mod:`.transports.inprocess`) or over gRPC (:mod:`.transports.grpc`).
+(:mod:`.transports.inprocess`) or over gRPC (:mod:`.transports.grpc_server`, :mod:`.transports.grpc_client`).
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -414,6 +415,17 @@ class CkksClient(ClientRole):
 
     def _labels(self, request) -> dict:
         return {"session": self.session, "round": request.header.round, "epoch": self._epoch}
+
+    def _handler(self, stage: Stage) -> Callable[[Any], Any]:
+        return {
+            Stage.ADVERTISE: self._on_advertise,
+            Stage.KEY_DEAL: self._on_key_deal,
+            Stage.KEY_INSTALL: self._on_key_install,
+            Stage.INPUT: self._on_input,
+            Stage.CONSISTENCY: self._on_consistency,
+            Stage.DELIVER: self._on_deliver,
+            Stage.VERIFY: self._on_verify,
+        }[stage]
 
     def _on_advertise(self, request: AdvertiseRequest) -> AdvertiseResponse:
         participants = request.participants

@@ -43,7 +43,9 @@ for a peer that was in no survivor set we signed in this epoch and sent no strea
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from cryptography.exceptions import InvalidSignature
@@ -173,6 +175,18 @@ class MaskClient(ClientRole):
         return {"session": self.session, "round": ep.round, "epoch": ep.epoch}
 
     # --- 1. advertise ----------------------------------------------------------------------
+    def _handler(self, stage: Stage) -> Callable[[Any], Any]:
+        return {
+            Stage.ADVERTISE: self._on_advertise,
+            Stage.GRAPH: self._on_graph,
+            Stage.SHARE_KEYS: self._on_share_keys,
+            Stage.INPUT: self._on_input,
+            Stage.CONSISTENCY: self._on_consistency,
+            Stage.UNMASK: self._on_unmask,
+            Stage.RECOVER: self._on_recover,
+            Stage.DELIVER: self._on_deliver,
+        }[stage]
+
     def _on_advertise(self, request: AdvertiseRequest) -> AdvertiseResponse:
         participants = request.participants
         if list(participants) != sorted(set(participants)) or self.client_id not in participants:

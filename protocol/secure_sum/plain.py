@@ -6,6 +6,9 @@ it only to measure what security costs, or where the inputs are not sensitive.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
@@ -84,6 +87,12 @@ class PlainClient(ClientRole):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._pending: tuple[int, SumSpec] | None = None
+
+    def _handler(self, stage: Stage) -> Callable[[Any], Any]:
+        return {
+            Stage.INPUT: self._on_input,
+            Stage.DELIVER: self._on_deliver,
+        }[stage]
 
     def _on_input(self, request: InputRequest) -> InputResponse:
         x = self._fresh(request.spec)

@@ -6,7 +6,7 @@ from the session's :class:`~secure_fedgraph.protocol.core.session.Sequencer`, sh
 collectives so step numbers increase over the whole session.
 
 A client role is a state machine: :meth:`ClientRole.handle` checks the header and the stage
-transition before dispatching to one handler per stage (``_on_<stage>``).
+transition before dispatching to the handler its backend lists for the stage (``_handler``).
 
 Contributions are single-use (threat_model.md M-ONCE). Once any of a contribution could have
 been unmasked (a revealed self-mask key, a streaming input, a ciphertext), it is *exposed*:
@@ -324,9 +324,13 @@ class ClientRole(SecretMaterial, ABC):
             raise ProtocolError(f"client {self.client_id}: request for round {h.round} at stage {h.stage.value} while in round {self.round}")
         self._last_step = h.step
         self.settle(request)
-        response = getattr(self, f"_on_{h.stage.value}")(request)
+        response = self._handler(h.stage)(request)
         self.round, self.state = h.round, h.stage
         return response
+
+    @abstractmethod
+    def _handler(self, stage: Stage) -> Callable[[Any], Message]:
+        """This backend's handler of requests at ``stage`` (one of its TRANSITIONS)."""
 
     def _header(self, request: Message) -> Header:
         h = request.header

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from secure_fedgraph.protocol.core.messages import Header, UploadResponse, named
 from secure_fedgraph.protocol.transports import codec
 
 _HEAD = struct.Struct("<dcqI")
@@ -58,6 +59,11 @@ class TranscriptWriter:
             self._file.write(_HEAD.pack(at, direction, peer, len(data)))
             self._file.write(data)
             self._file.flush()
+
+    def contributed(self, client: int, header: Header, name: str, tensors: Any) -> None:
+        """``client``'s own input in the clear, on its own disk (auditing on): a secure-sum
+        contribution, or an upload before its DP hook, as the UploadResponse it would be."""
+        self.record(AUDIT, client, codec.encode(UploadResponse(header, name, named(tensors))), at=time.time())
 
     def close(self) -> None:
         with self._lock:
@@ -123,10 +129,6 @@ class RunTranscripts:
         self.client(client).record(SENT, -1, sent, at=now)
         if delivered is not None:
             self.server.record(RECEIVED, client, delivered, at=now)
-
-    def audit(self, client: int, data: bytes) -> None:
-        """``client``'s own plaintext contribution or upload before its DP hook (an UploadResponse)."""
-        self.client(client).record(AUDIT, client, data, at=time.time())
 
     def close(self) -> None:
         self.server.close()

@@ -29,8 +29,7 @@ from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
-from secure_fedgraph.protocol.transports import codec
-from secure_fedgraph.protocol.core.messages import Header, UploadResponse, Welcome, named
+from secure_fedgraph.protocol.core.messages import Welcome
 from secure_fedgraph.server.runtime import run_config
 
 
@@ -175,7 +174,7 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
             role=make_client(secure, client_id=c, session=session, identity=identities[c], directory=directory, policy=policy,
                              signed=memories[c].signed), plan=plan.client, context=context)
         if writers is not None:  # each client records its own contributions, as ``client --audit`` does
-            host.on_contribute = partial(_audit_record, writers, c)
+            host.on_contribute = partial(writers.client(c).contributed, c)
         return _Host(host, memories[c])
 
     runner = LocalRunner(None, {c: OpeningClient(c, partial(build, c)) for c in live}, drop=drop, intercept=intercept, record=record,
@@ -205,7 +204,3 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
     if rounds is not None:
         metrics["round_log"] = rounds.rows
     return metrics, runner, made["ctx"], made["role"], made.get("hosts", {})
-
-
-def _audit_record(writers: RunTranscripts, client: int, header: Header, name: str, tensors) -> None:
-    writers.audit(client, codec.encode(UploadResponse(header, name, named(tensors))))

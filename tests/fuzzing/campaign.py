@@ -45,7 +45,8 @@ from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import Hello, SessionRequest, Welcome
 from secure_fedgraph.protocol.transports.batch import Frame
-from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options
+from secure_fedgraph.protocol.transports.grpc_client import ClientStream
+from secure_fedgraph.protocol.transports.grpc_service import channel_options
 from secure_fedgraph.runs.launch import LocalRun, start_server
 from tests.fuzzing import grammar
 from tests.helpers.grpc import mtls_channel

@@ -18,7 +18,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,9 @@ from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_cl
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, channel_options, make_server_handler
+from secure_fedgraph.protocol.transports.grpc_client import ClientStream
+from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport
+from secure_fedgraph.protocol.transports.grpc_service import channel_options
 from secure_fedgraph.runs.launch import LocalRun, ensure_host_cert
 from secure_fedgraph.runs.launch import start_server as launch_server
 from secure_fedgraph.server.runtime import ServerOptions, run_server
@@ -52,17 +53,12 @@ def transport_server(keys: KeyDirectory, *, step_timeout_s: float, hello_timeout
     """The server's transport behind a real TLS port on 127.0.0.1 (at most ``streams`` at once,
     as the server runtime allows n + 8): yields (transport, port)."""
     transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s, hello_timeout_s=hello_timeout_s)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), maximum_concurrent_rpcs=streams)
-    server.add_generic_rpc_handlers((make_server_handler(transport),))
-    credentials = grpc.ssl_server_credentials([(keys.server_key.read_bytes(), keys.server_cert.read_bytes())],
-                                              root_certificates=keys.ca.read_bytes(), require_client_auth=True)
-    port = server.add_secure_port("127.0.0.1:0", credentials)
-    server.start()
+    port = transport.listen("127.0.0.1:0", ca=keys.ca.read_bytes(), cert=keys.server_cert.read_bytes(), key=keys.server_key.read_bytes(),
+                            max_streams=streams or 4)
     try:
         yield transport, port
     finally:
-        transport.close_all()
-        server.stop(0)
+        transport.stop(grace_s=0.0)
 
 
 @dataclass

@@ -13,9 +13,10 @@ from secure_fedgraph import __version__
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import Hello
-from secure_fedgraph.protocol.transports import grpc as transport_module
+from secure_fedgraph.protocol.transports import grpc_server as transport_module
 from secure_fedgraph.protocol.transports.batch import Frame
-from secure_fedgraph.protocol.transports.grpc import ClientStream, GrpcServerTransport, HostConnection
+from secure_fedgraph.protocol.transports.grpc_client import ClientStream
+from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport, HostConnection
 from tests.helpers import defence_stops
 from tests.helpers.grpc import mtls_channel, transport_server
 
@@ -183,7 +184,7 @@ def test_attack_a_flood_from_a_joined_client_is_held_back_by_flow_control(monkey
     control holds client 3 back (R-FLOOD): the server never holds more than one of them. With an
     unbounded inbox the server takes in the whole flood (the 64 MB messages of the issue grew a
     server from 414 MB to 1,094 MB). The run then drops client 3 and finishes."""
-    from secure_fedgraph.protocol.transports.grpc import Inbox
+    from secure_fedgraph.protocol.transports.grpc_server import Inbox
     from tests.helpers import grpc as live
 
     size, count = 2 * 2**20, 16

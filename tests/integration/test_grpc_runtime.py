@@ -21,7 +21,8 @@ from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.session import ClientOpening
 from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.batch import Frame
-from secure_fedgraph.protocol.transports.grpc import ClientStream, channel_options, server_options
+from secure_fedgraph.protocol.transports.grpc_client import ClientStream
+from secure_fedgraph.protocol.transports.grpc_service import channel_options, server_options
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
 from tests.helpers.grpc import mtls_channel

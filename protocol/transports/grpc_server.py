@@ -1,4 +1,4 @@
-"""The gRPC transport: each client process holds one mutually authenticated bidirectional
+"""The server half of the gRPC transport: each client process holds one mutually authenticated bidirectional
 stream per certificate (service ``FederatedSession.Session`` in
 proto/secure_fedgraph/wire/envelope.proto): one for all the logical clients a host certificate
 names, or one per client that has only its own certificate. The server pushes each step's
@@ -34,7 +34,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterator
+from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
@@ -47,29 +48,9 @@ from secure_fedgraph.protocol.core.steps import Step, StepOutcome
 from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.common import Traffic
+from secure_fedgraph.protocol.transports.grpc_service import SERVICE, server_options
 
-SERVICE = "secure_fedgraph.wire.FederatedSession"
-METHOD = f"/{SERVICE}/Session"
 _CLOSE = object()
-
-
-KEEPALIVE_MS = 30_000  # both sides ping an idle connection this often
-
-
-def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
-    return [
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
-    ]
-
-
-def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
-    """The channel options plus a ping allowance the clients' keepalive stays within: gRPC's
-    server default accepts a ping without data every 5 minutes at most and answers more with
-    GOAWAY ``too_many_pings``, which cut clients that had joined and were waiting."""
-    return [*channel_options(max_message_bytes), ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2)]
-
 
 def stream_identity(certified: frozenset[int], hello) -> int | None:
     """Whom a Hello on a stream speaks for: the client it claims, and only if the stream's TLS
@@ -238,6 +219,7 @@ class GrpcServerTransport:
         self.traffic = Traffic()
         self._lock = threading.Lock()
         self._joined = threading.Condition(self._lock)
+        self._server: grpc.Server | None = None  # once listening
 
     # --- the stream handler (one per certificate: a client process, or one logical client) --
     def session(self, request_iterator: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -517,6 +499,38 @@ class GrpcServerTransport:
         if connection.ignored == 1:
             self.log(f"{line}; more such frames from this stream are counted (metrics: ignored_frames), not logged")
 
+    # --- listening ----------------------------------------------------------------------
+    def listen(self, bind: str, *, ca: bytes, cert: bytes, key: bytes, max_streams: int) -> int:
+        """Serve the FederatedSession service on ``bind`` with mutual TLS (a client certificate
+        from ``ca`` required); at most ``max_streams`` streams at once, more are refused by gRPC
+        at once (threat_model.md R-STREAMS). Returns the port.
+
+        Raises:
+            ConfigError: the address cannot be listened on (busy, or not this host's).
+        """
+        # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_streams), maximum_concurrent_rpcs=max_streams,
+                             options=[*server_options(self.max_message_bytes), ("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers((make_server_handler(self),))
+        credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+        try:
+            port = server.add_secure_port(bind, credentials)
+        except RuntimeError as exc:  # grpcio raises where older versions returned 0
+            raise ConfigError(f"--bind {bind}: cannot listen there ({exc}); is another server running on that port?") from None
+        if port == 0:
+            raise ConfigError(f"--bind {bind}: cannot listen there; is another server running on that port?")
+        server.start()
+        self._server = server
+        return port
+
+    def stop(self, reason: str = "done", *, grace_s: float = 2.0) -> None:
+        """End every stream (:meth:`close_all`) and stop listening, giving the streams
+        ``grace_s`` to finish; the connections are closed once gRPC's stop event is set."""
+        self.close_all(reason)
+        if self._server is not None:
+            self._server.stop(grace=grace_s).wait(timeout=grace_s + 3.0)
+            self._server = None
+
     def close_all(self, reason: str = "done") -> None:
         """End every stream (``reason`` "done": the run is over), after telling each host which of
         its clients were dropped since its last batch."""
@@ -532,51 +546,4 @@ def make_server_handler(transport: GrpcServerTransport) -> grpc.GenericRpcHandle
         SERVICE, {"Session": grpc.stream_stream_rpc_method_handler(transport.session)}
     )
 
-
-class ClientStream:
-    """Client side of one stream: send batches of frames, iterate the server's batches."""
-
-    def __init__(self, channel: grpc.Channel, *, timeout_s: float | None, max_message_bytes: int = 256 * 2**20) -> None:
-        self._outbound: queue.Queue = queue.Queue()
-        self.max_message_bytes = max_message_bytes
-        self.clients: tuple[int, ...] = ()  # those its Hellos named: a batch from the server has at most one frame each
-        rpc = channel.stream_stream(METHOD)
-        self._call = rpc(iter(self._outbound.get, _CLOSE), timeout=timeout_s)
-
-    def send(self, data: bytes) -> None:
-        """One message as it is (a batch, or anything at all: tests and the fuzzer send junk)."""
-        self._outbound.put(data)
-
-    def send_frames(self, frames: Iterable[Frame]) -> None:
-        """Frames as batches under the size limit."""
-        for batch in encode_batches(frames, max_bytes=self.max_message_bytes):
-            self.send(batch)
-
-    def hello(self, clients: Iterable[int], version: str) -> None:
-        """The first batch: a Hello for each client this stream speaks for."""
-        self.clients = tuple(clients)
-        self.send_frames(Frame(c, codec.encode(Hello(c, version))) for c in self.clients)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self._call)
-
-    def batches(self) -> Iterator[list[Frame]]:
-        """The server's batches, decoded (at most one frame per client its Hellos named)."""
-        return (decode_batch(data, max_frames=len(self.clients)) for data in self._call)
-
-    def close(self) -> None:
-        self._outbound.put(_CLOSE)
-
-    def cancel(self) -> None:
-        self._call.cancel()
-
-
-def describe_rpc_error(exc: grpc.RpcError) -> str:
-    """A one-line explanation of why a stream ended."""
-    code = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    hint = ""
-    if code == grpc.StatusCode.UNAVAILABLE and ("ssl" in (details or "").lower() or "handshake" in (details or "").lower()):
-        hint = " (TLS handshake failed: is this client's certificate signed by the run's CA, and the server's by the CA this client trusts?)"
-    return f"{getattr(code, 'name', code)}: {details}{hint}"
 
