@@ -27,8 +27,9 @@ fresh key set-up every round (as SecAgg+ does) and with one key set-up kept for 
 (``fresh_keys_every``: every sum still has its own masks).
 
 Prints one JSON line per measurement (``record: run``: backend, n, L, round_seconds,
-total_seconds, bytes up/down per client, graph) and then a table with mask/plain and
-ckks/plain (same run) and the speed-up over Flower 1.41's SecAgg+ on the same workload
+total_seconds, bytes up/down per client, graph; ``record: floor``: each mask run's floor,
+benchmarks/floor.py, over the plain round of the same run) and then a table with mask/plain,
+mask ÷ floor and ckks/plain (same run) and the speed-up over Flower 1.41's SecAgg+ on the same workload
 measured on this kind of machine (8.95 s at n=100, L=1e5; 27 s at n=200, L=1e5; 40 s at n=200,
 L=1e6). Targets from the issue: mask <= 1.5x plain, and >= 10x faster than SecAgg+.
 
@@ -49,12 +50,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from floor import floor_of_run, int_list, mask_plan_of_run, ratio_to_floor
+
 FLOWER_SECAGG = {(100, 100_000): 8.95, (200, 100_000): 27.08, (200, 1_000_000): 40.43, (10, 100_000): 1.01, (10, 1_000_000): 1.36, (100, 1_000_000): 15.09}
 FLOWER_PLAIN = {(100, 100_000): 0.87, (200, 100_000): 2.01, (200, 1_000_000): 4.28, (10, 100_000): 0.21, (10, 1_000_000): 0.33, (100, 1_000_000): 1.83}
-
-
-def _ints(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",") if x]
 
 
 def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: Path, *, keys_kept: bool = False) -> dict:
@@ -97,13 +96,14 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
         "wall_seconds_by_stage": metrics.get("wall_seconds_by_stage"),
         "graph": config["mask"]["graph"] if backend == "mask" else None,
         "degree": metrics.get("key_setup", {}).get("degree") if backend == "mask" else None,
+        "mask_plan": mask_plan_of_run(metrics, n=n, L=length),  # degree, threshold, ring bits: for its floor
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--n", type=_ints, default=_ints("10,100,200"), help="comma list of client counts")
-    p.add_argument("--L", type=_ints, default=_ints("1e5,1e6"), help="comma list of vector lengths")
+    p.add_argument("--n", type=int_list, default=int_list("10,100,200"), help="comma list of client counts")
+    p.add_argument("--L", type=int_list, default=int_list("1e5,1e6"), help="comma list of vector lengths")
     p.add_argument("--backends", default="plain,mask,ckks", help="comma list among plain,mask,ckks")
     p.add_argument("--processes", type=int, default=4, help="client processes per run")
     p.add_argument("--graph", choices=("auto", "complete", "sparse"), default="sparse",
@@ -137,9 +137,17 @@ def main(argv: list[str] | None = None) -> int:
                         row = measure(backend, n, length, args, Path(tmp), keys_kept=True)
                         rows[(n, length, "mask-kept")] = row
                         print(json.dumps(row), flush=True)
-    print("\n| n | L | mask degree | plain s | mask s | mask, keys kept s | ckks s | mask/plain | mask kept/plain | ckks/plain | SecAgg+ s (Flower) | "
+    floors = {}  # (n, L, "mask" or "mask-kept") -> the floor of that run, over the plain round of the same run
+    for (n, length, backend), row in rows.items():
+        plain = rows.get((n, length, "plain"), {}).get("round_seconds")
+        floor = floor_of_run(row["mask_plan"], n=n, L=length, plain_s=plain, fresh_keys=backend == "mask")
+        if floor is not None:
+            floors[(n, length, backend)] = floor
+            print(json.dumps({"record": "floor", "backend": row["backend"], **floor}), flush=True)
+    print("\n| n | L | mask degree | plain s | mask s | mask, keys kept s | ckks s | mask/plain | mask kept/plain | ckks/plain | "
+          "floor s: mask / keys kept | ÷ floor: mask / keys kept | SecAgg+ s (Flower) | "
           "speed-up vs SecAgg+: mask / keys kept | upload per client: mask (x float32) | ckks (x float32) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.n:
         for length in args.L:
             get = lambda b, k: rows.get((n, length, b), {}).get(k)  # noqa: E731
@@ -147,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             plain, mask, kept, ckks = (get(b, "round_seconds") for b in ("plain", "mask", "mask-kept", "ckks"))
             ratio = lambda a, b: fmt(a / b if a and b else None)  # noqa: E731
             flower = FLOWER_SECAGG.get((n, length))
+            floor, floor_kept = floors.get((n, length, "mask")), floors.get((n, length, "mask-kept"))
             print(f"| {n} | {length:g} | {get('mask', 'degree') or '—'} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
-                  f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
+                  f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {fmt(floor and floor['floor_s'])} / {fmt(floor_kept and floor_kept['floor_s'])} | "
+                  f"{ratio_to_floor(mask, floor)} / {ratio_to_floor(kept, floor_kept)} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
                   f"{fmt(flower / kept if flower and kept else None, '.1f')}x | {fmt(get('mask', 'upload_over_float32'), '.3f')} | "
                   f"{fmt(get('ckks', 'upload_over_float32'), '.2f')} |")
     return 0

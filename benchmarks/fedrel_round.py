@@ -34,7 +34,7 @@ import sys
 import torch
 
 from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
 
 ROUND_PHASES = ("set-up", "aggregation")

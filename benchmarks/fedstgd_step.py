@@ -43,7 +43,7 @@ import torch
 
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
-from secure_fedgraph.protocol.secure_sum import Backend, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, MaskConfig, SecureSumConfig
 from secure_fedgraph.runs.launch import start_clients, start_server
 from secure_fedgraph.runs.simulate import simulate
 

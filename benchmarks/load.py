@@ -6,7 +6,7 @@ rounds at L = 1e5, one server and 4 client processes of 250 logical clients each
 every logical client on its own mutually authenticated TLS connection. mask runs at the secure
 defaults: a fresh key set-up every round, and the sparse graph whose degree and threshold hold
 against the default adversary (a third of the clients colluding with an active server, a tenth
-dropping, 40-bit security; protocol/secure_sum/adversary.py): at n = 1,000 that is degree 310,
+dropping, 40-bit security; protocol/sum_backends/adversary.py): at n = 1,000 that is degree 310,
 threshold 236 (complete below n = 100). The baseline, measured in the same run on the same
 processes and sockets, is the plain backend: the mask/plain ratio is what the secure sum costs
 at this size, the rest of a round being gRPC, TLS and Python moving the same bytes.
@@ -29,7 +29,10 @@ Run:
     .venv/bin/python benchmarks/load.py --n 100 --rounds 2                    # a quick look
 
 Prints one JSON line per run (``record: run``) after a ``meta`` line (versions, hardware, limits,
-arguments), then a table. This is a benchmark, not a test: pytest does not collect it.
+arguments), a ``record: floor`` line for the mask run (benchmarks/floor.py: what its round's
+cryptography must cost on this machine, over the plain round of the same run; a fresh key
+set-up every round), then a table with the mask round ÷ that floor. This is a benchmark, not a
+test: pytest does not collect it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+
+from floor import cpu_model, floor_of_run, mask_plan_of_run, ratio_to_floor
 
 MiB = 2**20
 
@@ -191,6 +196,7 @@ def measure(backend: str, args: argparse.Namespace, keys: Path, work: Path) -> d
         "run_seconds": metrics["seconds"], "total_seconds": total,
         "clients_finished": metrics["clients_finished"], "dropped": metrics["dropped"],
         "key_setup": metrics.get("key_setup") or None,
+        "mask_plan": mask_plan_of_run(metrics, n=args.n, L=args.length),  # degree, threshold, ring bits: for its floor
         "bytes_up_per_client_round": metrics["bytes_up_total"] / args.n / rounds,
         "bytes_down_per_client_round": metrics["bytes_down_total"] / args.n / rounds,
         "bytes_down_welcome_total": metrics["bytes_down_by_stage"].get("welcome"),
@@ -220,13 +226,12 @@ def _meta(args: argparse.Namespace) -> dict:
         done = subprocess.run(["git", *argv], capture_output=True, text=True, cwd=Path(__file__).parent)
         return done.stdout.strip()
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), None)
     memory = next((line.split(":", 1)[1].strip() for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), None)
     return {
         "record": "meta", "benchmark": "load", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name if sys.argv else "load.py", *sys.argv[1:]]),
         "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "memory": memory,
+        "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_model(), "cores": os.cpu_count(), "memory": memory,
         "versions": {p: version(p) for p in ("secure-fedgraph", "grpcio", "cryptography", "numpy", "torch")},
         "nofile_limit": resource.getrlimit(resource.RLIMIT_NOFILE), "loadavg": os.getloadavg(),
         "args": vars(args),
@@ -237,13 +242,20 @@ def _mib(x: int | None) -> str:
     return "—" if x is None else f"{x / MiB:,.0f}"
 
 
-def table(rows: list[dict]) -> str:
+def floors(rows: list[dict]) -> dict[str, dict]:
+    """backend -> the floor of its run (mask only), over the plain round of the same run."""
+    base = next((r["round_seconds_median"] for r in rows if r["backend"] == "plain"), None)
+    found = {r["backend"]: floor_of_run(r["mask_plan"], n=r["n"], L=r["L"], plain_s=base, fresh_keys=True) for r in rows}
+    return {backend: floor for backend, floor in found.items() if floor is not None}
+
+
+def table(rows: list[dict], floor_by_backend: dict[str, dict]) -> str:
     base = next((r for r in rows if r["backend"] == "plain"), None)
     lines = [
-        "| backend | graph | s / round: median (min-max) | ratio to plain | joined and welcomed, s | up / down per client and round | "
+        "| backend | graph | s / round: median (min-max) | ratio to plain | floor s | ÷ floor | joined and welcomed, s | up / down per client and round | "
         "server peak RSS MiB | client process peak RSS MiB (max of each) | server open files: before join / peak / after | "
         "client process open files: before / peak / after | threads at peak: server / client process | slowest step s (stage) | CPU s: server / clients | other work, cores |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         s = r["round_seconds"]
@@ -251,11 +263,13 @@ def table(rows: list[dict]) -> str:
         graph = f"{ks['graph']}, degree {ks['degree']}, threshold {ks['threshold']}" if ks and ks.get("graph") == "sparse" else (
             f"{ks['graph']}, threshold {ks['threshold']}" if ks else "—")
         ratio = f"{r['round_seconds_median'] / base['round_seconds_median']:.1f}x" if base else "—"
+        floor = floor_by_backend.get(r["backend"])
         srv, cls = r["server"], r["clients"]
         stage, slowest = max(r["slowest_step_seconds_by_stage"].items(), key=lambda kv: kv[1])
         span = lambda key: f"{min(c[key] or 0 for c in cls)}-{max(c[key] or 0 for c in cls)}"  # noqa: E731
         lines.append(
             f"| {r['backend']} | {graph} | {r['round_seconds_median']:.1f} ({min(s):.1f}-{max(s):.1f}) | {ratio} | "
+            f"{'—' if floor is None else format(floor['floor_s'], '.1f')} | {ratio_to_floor(r['round_seconds_median'], floor)} | "
             f"{r['join_seconds']:.1f} + {r['round_wall_seconds'][0] - s[0]:.1f} | "
             f"{r['bytes_up_per_client_round'] / 1e6:.2f} / {r['bytes_down_per_client_round'] / 1e6:.2f} MB | "
             f"{_mib(srv['peak_rss_bytes'])} | {' / '.join(_mib(c['peak_rss_bytes']) for c in cls)} | "
@@ -294,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(backend, args, keys, work)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    floor_by_backend = floors(rows)
+    for backend, floor in floor_by_backend.items():
+        print(json.dumps({"record": "floor", "backend": backend, **floor}), flush=True)
     print()
-    print(table(rows))
+    print(table(rows, floor_by_backend))
     return 0
 
 

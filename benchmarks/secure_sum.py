@@ -252,7 +252,7 @@ def metadata(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def make_config(backend: str, args: argparse.Namespace):
-    from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+    from secure_fedgraph.protocol.sum_backends import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 
     return SecureSumConfig(
         backend=Backend(backend),

@@ -54,10 +54,10 @@ from secure_fedgraph.protocol.core.messages import SessionRequest, Welcome
 from secure_fedgraph.protocol.core.crash_point import CrashPoint, crash_by_sigkill
 from secure_fedgraph.protocol.engine.resume import RunMemory
 from secure_fedgraph.protocol.core.session import ClientOpening, welcome_digest
-from secure_fedgraph.protocol.secure_sum.config import config_from_dict
-from secure_fedgraph.protocol.secure_sum.factory import make_client
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.secure_sum.roles import IdentityDirectory
+from secure_fedgraph.protocol.sum_backends.config import config_from_dict
+from secure_fedgraph.protocol.sum_backends.factory import make_client
+from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
+from secure_fedgraph.protocol.sum_backends.roles import IdentityDirectory
 from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc_client import (ClientConnection, ConnectionFailed, Waiting, connect, secure_channel,

@@ -23,7 +23,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _adversary(args: argparse.Namespace):
-    from secure_fedgraph.protocol.secure_sum import Adversary, Threat
+    from secure_fedgraph.protocol.sum_backends import Adversary, Threat
 
     return Adversary(corrupt_fraction=args.corrupt_fraction, dropout_fraction=args.dropout_fraction, security_bits=args.security_bits,
                      threat=Threat.HONEST_BUT_CURIOUS if args.honest_but_curious else Threat.ACTIVE)
@@ -31,7 +31,7 @@ def _adversary(args: argparse.Namespace):
 
 def _secure_config(args: argparse.Namespace):
     from secure_fedgraph.crypto.ckks import PRESETS
-    from secure_fedgraph.protocol.secure_sum import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+    from secure_fedgraph.protocol.sum_backends import Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 
     return SecureSumConfig(
         backend=Backend(args.backend),
@@ -44,7 +44,7 @@ def _secure_config(args: argparse.Namespace):
 
 
 def _client_policy(args: argparse.Namespace):
-    from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy
+    from secure_fedgraph.protocol.sum_backends import Backend, ClientPolicy
 
     return ClientPolicy(adversary=_adversary(args), min_survivors_fraction=args.min_survivors_fraction, allow_sparse=not args.no_sparse,
                         allow_streaming=not args.no_streaming, backends=frozenset(Backend(b) for b in args.backend),
@@ -223,7 +223,7 @@ def _resumed_run(args: argparse.Namespace):
     """The plan and secure-sum configuration of the run ``--resume`` names (its checkpoint's);
     secure-sum options given on the command line must be the run's."""
     from secure_fedgraph.papers import plan_class
-    from secure_fedgraph.protocol.secure_sum.config import config_from_dict, config_to_dict
+    from secure_fedgraph.protocol.sum_backends.config import config_from_dict, config_to_dict
     from secure_fedgraph.server import checkpoint
 
     run = checkpoint.read(args.resume)["run"]
@@ -295,7 +295,7 @@ def _client(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from secure_fedgraph.protocol.engine.progress import human_bytes
-    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+    from secure_fedgraph.protocol.sum_backends.config import config_to_dict
     from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 
     plan, secure = _plan(args), _secure_config(args)
@@ -396,7 +396,7 @@ def _test_summary(metrics: dict) -> str:
 
 def _compare(args: argparse.Namespace) -> int:
     from secure_fedgraph.runs.comparison import METHODS, TABLE_7, Budget, compare, markdown, write
-    from secure_fedgraph.protocol.secure_sum import Backend
+    from secure_fedgraph.protocol.sum_backends import Backend
 
     if args.methods is None:
         methods = TABLE_7
@@ -423,7 +423,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _sum_demo(args: argparse.Namespace) -> int:
-    from secure_fedgraph.protocol.secure_sum import Backend
+    from secure_fedgraph.protocol.sum_backends import Backend
     from secure_fedgraph.runs.secure_sum_demo import DemoConfig, run
 
     config = DemoConfig(clients=args.clients, backend=Backend(args.backend), size=args.size, drop=None if args.no_drop else args.drop, seed=args.seed)

@@ -32,9 +32,9 @@ from secure_fedgraph.resources import EXTRA_STREAMS, ensure_server_files, usage
 from secure_fedgraph.protocol.engine.contexts import Resumed, ServerContext
 from secure_fedgraph.protocol.core.crash_point import CrashPoint, crashing
 from secure_fedgraph.protocol.core.messages import Welcome
-from secure_fedgraph.protocol.secure_sum.adversary import majority
-from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig, config_to_dict
-from secure_fedgraph.protocol.secure_sum.factory import make_server
+from secure_fedgraph.protocol.sum_backends.adversary import majority
+from secure_fedgraph.protocol.sum_backends.config import SecureSumConfig, config_to_dict
+from secure_fedgraph.protocol.sum_backends.factory import make_server
 from secure_fedgraph.protocol.core.session import Sequencer, new_proposal
 from secure_fedgraph.protocol.core.steps import drive
 from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
@@ -164,7 +164,7 @@ def _run_plan(options, transport, joined, directory, certificates, say, events, 
         opened, left = yield from seq.open(list(joined), lambda h: Welcome(h, config_json, participants, certs))
         role = made["role"] = make_server(options.secure, session=seq.session, directory={c: directory[c] for c in everyone}, clients=everyone,
                                           sequencer=seq)
-        ctx = made["ctx"] = ServerContext(sequencer=seq, secure_sum=role, clients=opened, report=rounds,
+        ctx = made["ctx"] = ServerContext(sequencer=seq, role=role, clients=opened, report=rounds,
                                           data=options.plan.load_server_data(options.data_dir),
                                           resumed=Resumed(saved.round, saved.state) if saved is not None else None, on_checkpoint=write_checkpoint)
         ctx.dropped.update(left)

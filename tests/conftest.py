@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from secure_fedgraph.crypto.pki import init_keys
-from secure_fedgraph.protocol.secure_sum import Backend
+from secure_fedgraph.protocol.sum_backends import Backend
 
 
 @pytest.fixture(params=list(Backend), ids=lambda b: b.value)

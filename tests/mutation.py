@@ -36,12 +36,12 @@ STAGE = ROOT / "build" / "mutate"
 # the check code: what a client or server verifies before it reveals, accepts or releases anything
 MODULES = {
     "session": "secure_fedgraph/protocol/core/session.py",
-    "policy": "secure_fedgraph/protocol/secure_sum/policy.py",
-    "keyring": "secure_fedgraph/protocol/secure_sum/keyring.py",
-    "signed": "secure_fedgraph/protocol/secure_sum/signed.py",
-    "mask_client": "secure_fedgraph/protocol/secure_sum/mask_client.py",
-    "mask_server": "secure_fedgraph/protocol/secure_sum/mask_server.py",
-    "ckks": "secure_fedgraph/protocol/secure_sum/ckks.py",
+    "policy": "secure_fedgraph/protocol/sum_backends/policy.py",
+    "keyring": "secure_fedgraph/protocol/sum_backends/keyring.py",
+    "signed": "secure_fedgraph/protocol/sum_backends/signed.py",
+    "mask_client": "secure_fedgraph/protocol/sum_backends/mask_client.py",
+    "mask_server": "secure_fedgraph/protocol/sum_backends/mask_server.py",
+    "ckks": "secure_fedgraph/protocol/sum_backends/ckks.py",
 }
 
 # the tests mutmut may run: in-process, covering the modules above

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-import secure_fedgraph.protocol.secure_sum as secure_sum
+import secure_fedgraph.protocol.sum_backends as secure_sum
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

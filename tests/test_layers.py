@@ -1,11 +1,12 @@
 """Imports point one way (issue 13, issue 30): the lower rooms never import the higher ones, so a
 reader of data/, models/ or training/ needs nothing from the protocol or the plans, the mask
 server role needs nothing from the client role, and protocol/ stands on floors that only look
-down: core/ (the vocabulary), then secure_sum/ (the backends), then collectives/ and
-transports/ (which know nothing of each other), then engine/ (plans' contexts, the client host,
+down: core/ (the vocabulary), then sum_backends/ (the secure-sum backends) and collectives/
+(the clients' needs; neither knows the other), then transports/ (which know nothing of the
+collectives), then engine/ (plans' contexts, the client host,
 one process's wiring). FORBIDDEN is README's "Layout" section written as code: change both
 together. No module imports itself back through others, not even inside a function
-(test_no_import_cycles)."""
+(test_no_import_cycles), and a module's file name says one thing (test_a_file_name_means_one_thing)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "secure_fedgraph"
 
-SECURE_SUM_MODULES = sorted(p.stem for p in (ROOT / "protocol" / "secure_sum").glob("*.py") if p.stem != "__init__")
+SECURE_SUM_MODULES = sorted(p.stem for p in (ROOT / "protocol" / "sum_backends").glob("*.py") if p.stem != "__init__")
 
 # folder (relative to the repository root) -> module prefixes it must not import
 _RUNTIMES = ("secure_fedgraph.server", "secure_fedgraph.clients", "secure_fedgraph.runs", "secure_fedgraph.cli")
@@ -32,7 +33,7 @@ FORBIDDEN = {
     "secure_fedgraph/privacy": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.training", "secure_fedgraph.models",
                                 "secure_fedgraph.data", *_RUNTIMES),
     "secure_fedgraph/training": ("secure_fedgraph.papers", "secure_fedgraph.protocol", "secure_fedgraph.crypto", *_RUNTIMES),
-    "secure_fedgraph/papers": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.secure_sum", "secure_fedgraph.crypto", *_RUNTIMES),
+    "secure_fedgraph/papers": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.sum_backends", "secure_fedgraph.crypto", *_RUNTIMES),
     "secure_fedgraph/runs": ("secure_fedgraph.cli",),
     "secure_fedgraph/audit": _RUNTIMES,
     "secure_fedgraph/errors.py": ("secure_fedgraph",),
@@ -43,16 +44,16 @@ FORBIDDEN = {
     "secure_fedgraph/resources.py": ("secure_fedgraph.crypto", "secure_fedgraph.data", "secure_fedgraph.models", "secure_fedgraph.papers",
                                      "secure_fedgraph.privacy", "secure_fedgraph.protocol", "secure_fedgraph.training", *_RUNTIMES),
     "protocol": ("secure_fedgraph.papers", *_RUNTIMES),
-    # protocol's floors, bottom up: core < secure_sum < collectives, transports < engine
-    "protocol/core": ("secure_fedgraph.protocol.secure_sum", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.transports",
+    # protocol's floors, bottom up: core < sum_backends, collectives < transports < engine
+    "protocol/core": ("secure_fedgraph.protocol.sum_backends", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.transports",
                       "secure_fedgraph.protocol.engine"),
-    "protocol/secure_sum": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
-                            "secure_fedgraph.training"),
-    "protocol/secure_sum/mask_server.py": ("secure_fedgraph.protocol.secure_sum.mask_client",),
-    "protocol/collectives": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.engine", "secure_fedgraph.crypto",
-                             "secure_fedgraph.training"),
-    # the transports carry the secure-sum messages (codec.py encodes them) and nothing else of secure_sum/
-    "protocol/transports": (*(f"secure_fedgraph.protocol.secure_sum.{m}" for m in SECURE_SUM_MODULES if m != "messages"),
+    "protocol/sum_backends": ("secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine",
+                              "secure_fedgraph.training"),
+    "protocol/sum_backends/mask_server.py": ("secure_fedgraph.protocol.sum_backends.mask_client",),
+    "protocol/collectives": ("secure_fedgraph.protocol.sum_backends", "secure_fedgraph.protocol.transports", "secure_fedgraph.protocol.engine",
+                             "secure_fedgraph.crypto", "secure_fedgraph.training"),
+    # the transports carry the secure-sum messages (codec.py encodes them) and nothing else of sum_backends/
+    "protocol/transports": (*(f"secure_fedgraph.protocol.sum_backends.{m}" for m in SECURE_SUM_MODULES if m != "messages"),
                             "secure_fedgraph.protocol.collectives", "secure_fedgraph.protocol.engine", "secure_fedgraph.crypto",
                             "secure_fedgraph.training"),
     "server": ("secure_fedgraph.runs", "secure_fedgraph.cli", "secure_fedgraph.clients"),
@@ -201,3 +202,29 @@ def test_the_check_sees_a_cycle_hidden_inside_a_function(tmp_path):
     (tmp_path / "secure_fedgraph" / "b.py").write_text("def f():\n    from secure_fedgraph.a import g\n")
     (tmp_path / "secure_fedgraph" / "c.py").write_text("from secure_fedgraph import a\n")
     assert import_cycles(tmp_path) == [["secure_fedgraph.a", "secure_fedgraph.b"]]
+
+
+# File names that recur in different rooms because they are one concept at two levels, and why.
+SAME_CONCEPT = {
+    "base.py": "the base class of a room's members: papers/base.py (plans), audit/attacks/base.py (attacks)",
+    "ckks.py": "CKKS the scheme (crypto/ckks.py, TenSEAL contexts) and the secure-sum backend built on it (sum_backends/ckks.py)",
+    "messages.py": "the wire messages of a session (core/) and of the secure sum (sum_backends/), both encoded by transports/codec.py",
+    "runtime.py": "the two ends of a run across processes: server/runtime.py and clients/runtime.py",
+    "skellam.py": "Skellam noise: drawn (privacy/mechanisms/) and its RDP bound (privacy/analysis/)",
+    "cnfgnn.py": "a paper: its model, plan and audit attack", "fedstgd.py": "a paper: its model and plan",
+    "nfedgnn.py": "a paper: its plan and audit attack",
+}
+
+
+def test_a_file_name_means_one_thing():
+    """No two modules of the package share a file name (``noise.py`` meant two things, and the
+    secure-sum package, collective and method shared one) unless SAME_CONCEPT says why."""
+    rooms = [PACKAGE, ROOT / "protocol", ROOT / "server", ROOT / "clients"]
+    by_name: dict[str, list[str]] = {}
+    for room in rooms:
+        for path in room.rglob("*.py"):
+            if path.name not in ("__init__.py", "__main__.py") and "__pycache__" not in path.parts:
+                by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert shared.keys() <= SAME_CONCEPT.keys(), {name: paths for name, paths in shared.items() if name not in SAME_CONCEPT}
+    assert SAME_CONCEPT.keys() <= shared.keys(), f"SAME_CONCEPT lists names no longer shared: {SAME_CONCEPT.keys() - shared.keys()}"

@@ -2,7 +2,7 @@
 collectives other than secure_sum (broadcast, scatter, upload) and of session control.
 
 Field names match proto/secure_fedgraph/wire/*.proto one for one (the codec maps by name).
-Secure-sum messages are in :mod:`secure_fedgraph.protocol.secure_sum.messages`.
+Secure-sum messages are in :mod:`secure_fedgraph.protocol.sum_backends.messages`.
 
 =============  ======================  =======================
 stage          request                 response

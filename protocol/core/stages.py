@@ -1,7 +1,7 @@
 """Every step a server can ask of a client: the secure-sum stages and the other collectives.
 
 Values are the names used on the wire. The secure-sum backends' transition tables live in
-:mod:`secure_fedgraph.protocol.secure_sum.transitions`; plans order the other collectives.
+:mod:`secure_fedgraph.protocol.sum_backends.transitions`; plans order the other collectives.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A paper is a plan: a server function and a client function written against the collectives
 only. The server function is a generator of steps that calls ``ctx.broadcast(...)``,
 ``ctx.secure_sum(...)`` etc. with ``yield from``. The client function is a generator that
-yields what it waits for (``Receive``, ``SecureSum``, ``Upload``) and is resumed with it, so
+yields what it waits for (``Receive``, ``Contribute``, ``Upload``) and is resumed with it, so
 both read like the paper's algorithm box. A :class:`ClientHost` runs one logical client's
 plan against the requests of any transport, in order; the secure-sum key set-up happens
 underneath, in the client's secure-sum role.
@@ -25,7 +25,7 @@ import numpy as np
 from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError, SumAbandoned
 from secure_fedgraph.protocol import collectives
-from secure_fedgraph.protocol.collectives import Receive, SecureSum, Upload
+from secure_fedgraph.protocol.collectives import Receive, Contribute, Upload
 from secure_fedgraph.protocol.engine.noise_ledger import NoiseLedger
 from secure_fedgraph.protocol.core.messages import (
     SERVER,
@@ -39,8 +39,8 @@ from secure_fedgraph.protocol.core.messages import (
     named,
     tensors_of,
 )
-from secure_fedgraph.protocol.secure_sum.config import Backend
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole
+from secure_fedgraph.protocol.sum_backends.config import Backend
+from secure_fedgraph.protocol.sum_backends.roles import ClientRole, ServerRole
 from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.protocol.core.session import Sequencer
 from secure_fedgraph.protocol.core.stages import SECURE_SUM_STAGES, Stage
@@ -50,7 +50,7 @@ from secure_fedgraph.privacy.mechanisms.noise import NoiseSource
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import single_thread
 
-Need = Receive | SecureSum | Upload
+Need = Receive | Contribute | Upload
 RELEASE_PREFIX = "release:"  # an upload of this name asks for an aggregate the client already holds
 DPSGD_REPORT = SumSpec("privacy:dpsgd", (TensorSpec("steps", (4,)),))  # a client's DP-SGD (sigma, sample rate, steps, sensitivity)
 ClientPlan = Generator[Need, Any, None]
@@ -109,7 +109,7 @@ class ServerContext(Resumable):
         self,
         *,
         sequencer: Sequencer,
-        secure_sum: ServerRole,
+        role: ServerRole,
         clients: Iterable[int],
         report: Callable[[RoundReport], None] | None = None,
         data: Any = None,
@@ -121,7 +121,7 @@ class ServerContext(Resumable):
         self.data = data
         self.elements: dict[str, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
         self.seconds: dict[str, float] = defaultdict(float)  # wall time inside each phase (steps and server work)
-        self.role = secure_sum
+        self.role = role
         self.clients = sorted(clients)
         self.live = set(self.clients)
         self.dropped: dict[int, str] = {}
@@ -244,7 +244,7 @@ class ServerContext(Resumable):
         if self._keyless_round == self.round:
             raise ProtocolError(f"secure sum {spec.name!r} in round {self.round}, which started without a key set-up (start_round(keys=False))")
         try:
-            result = yield from collectives.secure_sum(self.role, spec)
+            result = yield from self.role.aggregate(spec)
         except SumAbandoned:
             self.abandoned[spec.name] = self.abandoned.get(spec.name, 0) + 1
             raise
@@ -347,8 +347,8 @@ class ClientContext(Resumable):
         return Receive(name)
 
     @staticmethod
-    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False, private: bool = False) -> SecureSum:
-        return SecureSum(name, tensors, releasable, private)
+    def secure_sum(name: str, tensors: Mapping[str, Any], *, releasable: bool = False, private: bool = False) -> Contribute:
+        return Contribute(name, tensors, releasable, private)
 
     @staticmethod
     def upload(name: str, tensors: Mapping[str, Any], privacy=None) -> Upload:
@@ -375,7 +375,7 @@ class ClientHost(SecretMaterial):
     """One logical client: its secure-sum role and its plan, answering the server in order.
 
     A sum the server abandons reaches the plan as :class:`SumAbandoned`, raised at the
-    ``yield`` of its SecureSum need, when the next request shows the server went on without it.
+    ``yield`` of its Contribute need, when the next request shows the server went on without it.
     """
 
     def __init__(self, *, role: ClientRole, plan: Callable[[ClientContext], ClientPlan], context: ClientContext) -> None:
@@ -391,7 +391,7 @@ class ClientHost(SecretMaterial):
         self._round = -1
         self._plan = plan(context)
         self._held: dict[str, tuple[SumResult, bool]] = {}  # the latest result of each sum, and whether the plan marked it releasable
-        self._pending: SecureSum | None = None  # contributed, not delivered yet
+        self._pending: Contribute | None = None  # contributed, not delivered yet
         self._need: Need | None = None
         self._resume(None, first=True)
 
@@ -455,7 +455,7 @@ class ClientHost(SecretMaterial):
             self._abort(self._pending.name)
         if h.stage in SECURE_SUM_STAGES:
             if h.stage is Stage.INPUT:
-                need = self._expect(SecureSum, request.spec.name)
+                need = self._expect(Contribute, request.spec.name)
                 self.role.contribute(need.name, need.tensors, private=need.private)
                 if self.on_contribute is not None:
                     self.on_contribute(h, need.name, need.tensors)

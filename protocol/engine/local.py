@@ -14,13 +14,13 @@ from functools import partial
 from typing import Any
 
 from secure_fedgraph.crypto.keys import IdentityKey
-from secure_fedgraph.protocol.secure_sum.config import SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.sum_backends.config import SecureSumConfig
+from secure_fedgraph.protocol.sum_backends.factory import make_client, make_server
+from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
 from secure_fedgraph.protocol.core.messages import Welcome
-from secure_fedgraph.protocol.secure_sum.config import config_to_dict
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, ServerRole, check_directory
-from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
+from secure_fedgraph.protocol.sum_backends.config import config_to_dict
+from secure_fedgraph.protocol.sum_backends.roles import ClientRole, ServerRole, check_directory
+from secure_fedgraph.protocol.sum_backends.signed import SignedContributions
 from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec
@@ -80,7 +80,7 @@ def local_session(
     client's role takes the session id it agreed on (protocol/core/session.py). ``identities``:
     the clients' identity keys (default fresh); ``policy``: every client's minimums (default:
     it accepts ``config``); ``signed``: what each client kept of earlier sessions of its run
-    (protocol/secure_sum/signed.py)."""
+    (protocol/sum_backends/signed.py)."""
     ids = sorted(client_ids)
     identities = {c: IdentityKey.generate() for c in ids} if identities is None else identities
     directory = check_directory({c: identities[c].public_bytes for c in ids})  # validated once, shared: not n x n

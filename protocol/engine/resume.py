@@ -22,9 +22,9 @@ from secure_fedgraph.crypto.keys import SecretMaterial
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.privacy.accountant import PrivacyAccountant
 from secure_fedgraph.protocol.engine.contexts import ClientContext, Resumed
-from secure_fedgraph.protocol.secure_sum.policy import KeyEpochCount
-from secure_fedgraph.protocol.secure_sum.roles import check_directory
-from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
+from secure_fedgraph.protocol.sum_backends.policy import KeyEpochCount
+from secure_fedgraph.protocol.sum_backends.roles import check_directory
+from secure_fedgraph.protocol.sum_backends.signed import SignedContributions
 
 
 class RunMemory(SecretMaterial):

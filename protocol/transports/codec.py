@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.protocol.core import messages as protocol_messages
-from secure_fedgraph.protocol.secure_sum import messages as secure_sum_messages
+from secure_fedgraph.protocol.sum_backends import messages as secure_sum_messages
 from secure_fedgraph.protocol.core import spec as spec_module
 from secure_fedgraph.wire import collectives_pb2, common_pb2, envelope_pb2, secure_sum_pb2
 

@@ -146,7 +146,7 @@ def _noised(view: RunView) -> list[SumAttempt]:
 
 
 def _precision_bits(view: RunView) -> int:
-    from secure_fedgraph.protocol.secure_sum.config import config_from_dict
+    from secure_fedgraph.protocol.sum_backends.config import config_from_dict
 
     return config_from_dict(view.config["secure_sum"]).mask.precision_bits
 
@@ -187,7 +187,7 @@ def sums_carry_the_announced_noise(view: RunView) -> Finding:
 def _noise_ratios(view: RunView, noised: list[SumAttempt]) -> list[tuple[float, int]]:
     """(measured / stated noise standard deviation, values) per noisy value the server holds:
     each input with plain, each delivered aggregate with mask."""
-    from secure_fedgraph.protocol.secure_sum.noise import clip_l2
+    from secure_fedgraph.protocol.sum_backends.ddp_noise import clip_l2
 
     if not view.with_clients:
         return []
@@ -238,7 +238,7 @@ def ddp_epsilon_matches_the_noised_sums(view: RunView) -> Finding:
     """The run's distributed DP report, recomputed by the noise ledger from the noised sums the
     transcript shows delivered (their specs and contributors)."""
     from secure_fedgraph.protocol.engine.noise_ledger import NoiseLedger
-    from secure_fedgraph.protocol.secure_sum.config import config_from_dict
+    from secure_fedgraph.protocol.sum_backends.config import config_from_dict
 
     delivered = [a for a in _noised(view) if a.deliver is not None]
     if not delivered:

@@ -40,7 +40,7 @@ from secure_fedgraph.protocol.core.messages import (
     Welcome,
     tensors_of,
 )
-from secure_fedgraph.protocol.secure_sum import messages as sm
+from secure_fedgraph.protocol.sum_backends import messages as sm
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, read_transcript
 

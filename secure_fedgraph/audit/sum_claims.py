@@ -12,8 +12,8 @@ from scipy import stats
 
 from secure_fedgraph.audit.findings import Finding, checks, failed, not_applicable, passed, verdict, with_plot
 from secure_fedgraph.audit.replay import RunView, SumAttempt
-from secure_fedgraph.protocol.secure_sum import messages as sm
-from secure_fedgraph.protocol.secure_sum.config import config_from_dict
+from secure_fedgraph.protocol.sum_backends import messages as sm
+from secure_fedgraph.protocol.sum_backends.config import config_from_dict
 
 
 def _inputs_of(view: RunView) -> list[tuple[SumAttempt, int, sm.InputResponse]]:

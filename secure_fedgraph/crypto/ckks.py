@@ -11,7 +11,7 @@ contributors, which decrypting with a wrong key or a corrupted ciphertext cannot
 and the fraction of the client's values that were clipped. Every ciphertext (chunk) also ends
 in CHECK_LANES values the caller chooses: the protocol puts there numbers only key holders can
 predict, so a decrypted aggregate shows whether it is exactly the sum of the contributors it
-claims (protocol/secure_sum/ckks.py, threat_model.md C-CHECK).
+claims (protocol/sum_backends/ckks.py, threat_model.md C-CHECK).
 """
 
 from __future__ import annotations

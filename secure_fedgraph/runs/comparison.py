@@ -25,7 +25,7 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.papers import CNFGNN, FedAvgGRU, LocalGRU
 from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 
 
 @dataclass(frozen=True)

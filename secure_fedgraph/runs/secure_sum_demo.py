@@ -18,8 +18,8 @@ from scipy import stats
 
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.engine.local import local_session
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
-from secure_fedgraph.protocol.secure_sum.messages import InputResponse
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends.messages import InputResponse
 
 
 @dataclass(frozen=True)

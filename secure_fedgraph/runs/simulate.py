@@ -20,11 +20,11 @@ from secure_fedgraph.protocol.engine.contexts import ClientHost, Resumed, Server
 from secure_fedgraph.protocol.core.crash_point import CrashPoint, Crashed, crash_by_raising, crashing
 from secure_fedgraph.protocol.engine.resume import RunMemory
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.factory import make_client, make_server
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
-from secure_fedgraph.protocol.secure_sum.plain import OnePartyServer
-from secure_fedgraph.protocol.secure_sum.roles import ServerRole, check_directory
+from secure_fedgraph.protocol.sum_backends.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends.factory import make_client, make_server
+from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
+from secure_fedgraph.protocol.sum_backends.plain import OnePartyServer
+from secure_fedgraph.protocol.sum_backends.roles import ServerRole, check_directory
 from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.transcript import RunTranscripts
@@ -189,7 +189,7 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
     def whole():
         opened, left = yield from seq.open(live, lambda h: Welcome(h, config_json, tuple(live), ()))  # in process: no certificates
         role = made["role"] = runner.server = server_role(secure, session=seq.session, directory=directory, clients=ids, sequencer=seq)
-        ctx = made["ctx"] = ServerContext(sequencer=seq, secure_sum=role, clients=opened, report=rounds, data=server_data,
+        ctx = made["ctx"] = ServerContext(sequencer=seq, role=role, clients=opened, report=rounds, data=server_data,
                                           resumed=None if saved is None else Resumed(saved[0], copy.deepcopy(saved[1])), on_checkpoint=keep)
         ctx.dropped.update(left)
         if saved is not None:

@@ -19,7 +19,7 @@ from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
 from secure_fedgraph.privacy import GaussianRows
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, client_transcripts, needs_hzmetro
@@ -182,8 +182,8 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
     ledger recomputes from the transcript's noised sums (DDP-ACCOUNT); over mask the ring covers
     the noise's tail (DDP-RANGE). Clients that only clip and round while the sums announce noise
     fail DDP-NOISE."""
-    from secure_fedgraph.protocol.secure_sum import roles
-    from secure_fedgraph.protocol.secure_sum.noise import clip_l2
+    from secure_fedgraph.protocol.sum_backends import roles
+    from secure_fedgraph.protocol.sum_backends.ddp_noise import clip_l2
 
     def run(folder: pathlib.Path, backend: str) -> pathlib.Path:
         result = simulate(FedAvgVector(FedAvgVectorConfig(clients=4, length=400, rounds=1, ddp_noise=2.0, ddp_clip=0.5)),

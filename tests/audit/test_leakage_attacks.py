@@ -12,7 +12,7 @@ import pytest
 
 from secure_fedgraph.audit import Verdict, audit
 from secure_fedgraph.papers.cnfgnn import CNFGNN, CNFGNNConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
 
 SMALL = dict(sensors=12, hidden_size=8, gn_hidden=16, gn_update=8, max_windows=60, batch_size=16, server_batch_size=12, rounds=1)

@@ -15,7 +15,7 @@ import pytest
 from secure_fedgraph.audit import Verdict, audit
 from secure_fedgraph.papers.nfedgnn import NFedGNN, NFedGNNConfig
 from secure_fedgraph.privacy import GaussianRows
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import PLANETOID_DIR, client_transcripts, defence_stops, needs_planetoid
 

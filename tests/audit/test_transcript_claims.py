@@ -21,8 +21,8 @@ from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.engine.contexts import RELEASE_PREFIX
 from secure_fedgraph.protocol.core.messages import UploadRequest, UploadResponse, tensors_of
-from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum import messages as sm
+from secure_fedgraph.protocol.sum_backends import Backend, ClientPolicy, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import messages as sm
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, Record, TranscriptWriter, read_transcript
 from secure_fedgraph.runs import simulate as simulate_module
@@ -92,7 +92,7 @@ def test_a_resumed_mask_run_matches_in_both_sessions(tmp_path):
 def _e2_run(folder: pathlib.Path, monkeypatch) -> tuple[pathlib.Path, object]:
     """Attack E2 on fedavg-gru, by clients without the advance check (threat_model.md C-CHECK):
     round 1's validation sum is round 0's ciphertexts without sensor 3, released."""
-    from secure_fedgraph.protocol.secure_sum.ckks import CkksClient
+    from secure_fedgraph.protocol.sum_backends.ckks import CkksClient
 
     made = []
 

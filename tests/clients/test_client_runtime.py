@@ -11,7 +11,7 @@ import pytest
 
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.protocol.core.stages import Stage
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from tests.helpers import defence_stops
 
 MASK = SecureSumConfig(backend=Backend.MASK)
@@ -25,7 +25,7 @@ def test_attack_a_welcome_relaying_a_certificate_of_another_ca(monkeypatch, tmp_
     from secure_fedgraph.crypto import pki
     from secure_fedgraph.papers import FedAvgVector
     from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
-    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+    from secure_fedgraph.protocol.sum_backends.config import config_to_dict
 
     keys, other = pki.init_keys(tmp_path / "run", clients=3), pki.init_keys(tmp_path / "attacker", clients=3)
     config = json.dumps({"plan": json.loads(FedAvgVector().config_json()), "secure_sum": config_to_dict(MASK)})

@@ -48,8 +48,8 @@ def test_a_client_refuses_a_welcome_with_a_swapped_certificate(two_runs):
     from secure_fedgraph.clients.runtime import ClientOptions, _Shared, _welcome
     from secure_fedgraph.papers import FedAvgVector
     from secure_fedgraph.protocol.core.messages import SERVER, Header, Welcome
-    from secure_fedgraph.protocol.secure_sum import SecureSumConfig
-    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+    from secure_fedgraph.protocol.sum_backends import SecureSumConfig
+    from secure_fedgraph.protocol.sum_backends.config import config_to_dict
     from secure_fedgraph.protocol.core.stages import Stage
 
     keys, other = two_runs

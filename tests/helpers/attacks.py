@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from secure_fedgraph.protocol.secure_sum import GraphKind
-from secure_fedgraph.protocol.secure_sum.config import MaskPlan
-from secure_fedgraph.protocol.secure_sum.mask_server import MaskServer
+from secure_fedgraph.protocol.sum_backends import GraphKind
+from secure_fedgraph.protocol.sum_backends.config import MaskPlan
+from secure_fedgraph.protocol.sum_backends.mask_server import MaskServer
 
 
 def defence_stops(attack: Callable[[], bool], monkeypatch: pytest.MonkeyPatch, target: object, name: str, replacement: object) -> None:
@@ -82,7 +82,7 @@ class SplicingCkksServer:
 
     def aggregate(self, spec):
         from secure_fedgraph.crypto.ckks import PublicContext
-        from secure_fedgraph.protocol.secure_sum.messages import ConsistencyRequest, DeliverRequest, InputRequest, Signature
+        from secure_fedgraph.protocol.sum_backends.messages import ConsistencyRequest, DeliverRequest, InputRequest, Signature
         from secure_fedgraph.protocol.core.spec import SumResult
         from secure_fedgraph.protocol.core.stages import Stage
 
@@ -118,6 +118,6 @@ class SplicingCkksServer:
 
 def splicing_ckks_server(target: str = "validation", victim: int = 3) -> type:
     """A CkksServer class running attack E2 on sum ``target`` against client ``victim``."""
-    from secure_fedgraph.protocol.secure_sum.ckks import CkksServer
+    from secure_fedgraph.protocol.sum_backends.ckks import CkksServer
 
     return type("Splicing", (SplicingCkksServer, CkksServer), {"target": target, "victim": victim})

@@ -28,7 +28,7 @@ from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_clients
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc_client import ClientStream
 from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport
 from secure_fedgraph.protocol.transports.grpc_service import channel_options

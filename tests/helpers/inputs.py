@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secure_fedgraph.protocol.secure_sum import Adversary, Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Adversary, Backend, CkksConfig, GraphKind, MaskConfig, SecureSumConfig
 
 SHAPES = {"weight": (3, 4), "bias": (7,), "cube": (2, 2, 2)}
 

@@ -10,7 +10,7 @@ def default_policy_session(*args, policy=None, **kwargs):
     user gets) unless the test passes another: attack tests run against the defaults, and a test
     about a weaker option says so (``policy=ClientPolicy.accepting(config)``)."""
     from secure_fedgraph.protocol.engine.local import local_session
-    from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+    from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
 
     return local_session(*args, policy=ClientPolicy() if policy is None else policy, **kwargs)
 

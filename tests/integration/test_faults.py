@@ -45,7 +45,7 @@ from secure_fedgraph.papers.cnfgnn import CNFGNNConfig
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.fedstgd import FedSTGDConfig, initial_weights
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.core.spec import SumSpec
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate

@@ -19,7 +19,7 @@ from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.session import ClientOpening
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc_client import ClientStream
 from secure_fedgraph.protocol.transports.grpc_service import channel_options, server_options
@@ -79,7 +79,7 @@ def _assert_transcript_has_no_readings_or_weights(path, plan) -> None:
     every input to a sum as large as the client model is masked ring elements (no weights)."""
     from secure_fedgraph.models import GRUSeq2Seq
     from secure_fedgraph.protocol.core.messages import UploadResponse, tensors_of
-    from secure_fedgraph.protocol.secure_sum import messages as sm
+    from secure_fedgraph.protocol.sum_backends import messages as sm
     from secure_fedgraph.protocol.transports.transcript import RECEIVED, read_transcript
 
     theta = sum(p.numel() for p in GRUSeq2Seq(hidden_size=plan.config.hidden_size, graph_size=plan.config.hidden_size).parameters())
@@ -157,7 +157,7 @@ def test_fedrel_over_grpc_equals_the_in_process_run(start_server):
     bit for bit, and every input the server process recorded is masked ring elements."""
     from secure_fedgraph.papers import FedRel
     from secure_fedgraph.papers.fedrel import FedRelConfig
-    from secure_fedgraph.protocol.secure_sum import messages as sm
+    from secure_fedgraph.protocol.sum_backends import messages as sm
     from secure_fedgraph.protocol.transports.transcript import RECEIVED, read_transcript
 
     options = dict(rounds=2, local_steps=2, vae_rounds=1, vae_local_steps=1, features=8, hidden=8)

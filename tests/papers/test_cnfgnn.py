@@ -14,7 +14,7 @@ from secure_fedgraph.papers.cnfgnn import CNFGNNConfig, server_batches
 from secure_fedgraph.privacy import GaussianRows, NoiseSource, rdp_epsilon
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import UploadResponse, tensors_of
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import assert_no_readings, pooled_normalisation
 

@@ -14,7 +14,7 @@ from secure_fedgraph.papers import FedAvgGRU, FedAvgVector
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.papers.synthetic import FedAvgVectorConfig
 from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
-from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.runs.simulate import simulate
 
 GRU = FedAvgGRUConfig(rounds=2, sensors=4, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)

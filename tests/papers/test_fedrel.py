@@ -12,7 +12,7 @@ import pytest
 
 from secure_fedgraph.errors import CapacityError, ConfigError
 from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig, FedRelSums, client_cases
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs import simulate as simulate_module
 from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 from secure_fedgraph.training.relevance import PREFIX, WEIGHT, RelevancePrecision, relevance_in_the_clear, weights_from_sums
@@ -137,7 +137,7 @@ def test_the_relevance_sum_states_its_range_and_resolution():
     assert spec.clip_range == pytest.approx(math.exp(precision.half_span) * config.weight_clip)
     assert spec.resolution == pytest.approx(config.aggregation_error * math.exp(-precision.half_span) / (1 + config.weight_clip))
     assert spec.tensors[-1].name == WEIGHT and spec.size == FedRelSums(config).model.size + 1
-    from secure_fedgraph.protocol.secure_sum import CkksConfig, MaskConfig
+    from secure_fedgraph.protocol.sum_backends import CkksConfig, MaskConfig
 
     assert MaskConfig().encoding_of(spec, 5).precision_bits > 20  # mask takes the bits the resolution needs
     CkksConfig().encoding(spec, 5)  # within ckks' stated error at the defaults

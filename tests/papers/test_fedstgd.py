@@ -14,8 +14,8 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models.fedstgd import FedSTGDModel, ModelShape, aggregate, contribution, direct_graph_term, gamma
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, FedSTGDSums, batch_order, initial_weights
 from secure_fedgraph.protocol.transports import codec
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.messages import InputResponse
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends.messages import InputResponse
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 from secure_fedgraph.training.sum_tape import SumTape
@@ -72,7 +72,7 @@ def _clients(shape: ModelShape, sizes, seed: int = 0):
 
 
 def _ask(tensors):
-    """What a tape yields to have ``tensors`` summed (a plan yields a SecureSum need instead)."""
+    """What a tape yields to have ``tensors`` summed (a plan yields a Contribute need instead)."""
     return tensors
 
 
@@ -288,7 +288,7 @@ def test_pq_sums_take_the_streaming_variant_with_the_full_protocols_numbers(plai
     """With mask, every P/Q and gradient sum is two steps (input, deliver); with --no-streaming
     the same run takes the full protocol and gives the same numbers bit for bit (the self-masks
     cancel exactly in the ring)."""
-    from secure_fedgraph.protocol.secure_sum import MaskConfig
+    from secure_fedgraph.protocol.sum_backends import MaskConfig
 
     plan = FedSTGD(FedSTGDConfig(clients=3, rounds=2, **TINY))
     full = simulate(plan, SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False)), data_dir=HZMETRO_DIR, record=True)

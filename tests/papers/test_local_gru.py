@@ -10,7 +10,7 @@ from secure_fedgraph.papers import PLANS, LocalGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.forecasting import error_sums, load_weights, train_local, weights_of
 from secure_fedgraph.training.metrics import rmse_mae

@@ -16,8 +16,8 @@ from secure_fedgraph.papers.nfedgnn import NFedGNN, NFedGNNConfig, initial_user_
 from secure_fedgraph.privacy import USER_FEATURES, rdp_epsilon
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import tensors_of
-from secure_fedgraph.protocol.secure_sum.config import Backend, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.sum_backends.config import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.node_classification import laplacian_penalty, normalise_rows
@@ -214,12 +214,12 @@ def test_pubmed_names_its_missing_file():
 
 def test_a_round_without_a_key_set_up_refuses_a_secure_sum():
     from secure_fedgraph.protocol.engine.contexts import ServerContext
-    from secure_fedgraph.protocol.secure_sum.factory import make_server
+    from secure_fedgraph.protocol.sum_backends.factory import make_server
     from secure_fedgraph.protocol.core.session import Sequencer
     from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 
     seq = Sequencer(b"s" * 16)
-    ctx = ServerContext(sequencer=seq, secure_sum=make_server(PLAIN, session=b"s" * 16, directory={0: b"k" * 32, 1: b"l" * 32}, clients=[0, 1],
+    ctx = ServerContext(sequencer=seq, role=make_server(PLAIN, session=b"s" * 16, directory={0: b"k" * 32, 1: b"l" * 32}, clients=[0, 1],
                                                               sequencer=seq), clients=[0, 1])
     list(ctx.start_round(0, keys=False))
     with pytest.raises(ProtocolError, match="without a key set-up"):

@@ -15,8 +15,8 @@ from secure_fedgraph.papers.fedavg import FedAvgGRU, FedAvgGRUConfig
 from secure_fedgraph.privacy import NoiseSource, PrivacyAccountant, Steps, rdp_epsilon
 from secure_fedgraph.privacy.mechanisms import dpsgd
 from secure_fedgraph.privacy.mechanisms.dpsgd import DPSGD, Twin
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
-from secure_fedgraph.protocol.secure_sum.policy import ClientPolicy
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import defence_stops
 

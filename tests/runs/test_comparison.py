@@ -10,7 +10,7 @@ import pytest
 from secure_fedgraph.cli import main
 from secure_fedgraph.runs.comparison import METHODS, Budget, centralised_config, compare, plan_for
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.training.centralised import train_centralised_gru_gn
 

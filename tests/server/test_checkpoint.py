@@ -173,8 +173,8 @@ def test_resume_usage_errors_are_one_line_before_torch(argv, message, keys, tmp_
 def test_resume_refuses_secure_sum_options_that_are_not_the_runs(keys, run_folder, capsys):
     """The checkpoint names the run's secure-sum configuration; options given again must be it."""
     from secure_fedgraph.cli import main
-    from secure_fedgraph.protocol.secure_sum import SecureSumConfig
-    from secure_fedgraph.protocol.secure_sum.config import config_to_dict
+    from secure_fedgraph.protocol.sum_backends import SecureSumConfig
+    from secure_fedgraph.protocol.sum_backends.config import config_to_dict
 
     document = json.loads((run_folder / "checkpoint.json").read_text())
     document["run"]["secure_sum"] = config_to_dict(SecureSumConfig())

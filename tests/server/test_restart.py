@@ -14,7 +14,7 @@ from secure_fedgraph.audit import audit as audit_transcripts
 from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers import FedAvgGRU
 from secure_fedgraph.papers.fedavg import FedAvgGRUConfig
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.launch import start_server
 from secure_fedgraph.runs.simulate import simulate
 

@@ -11,7 +11,7 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.core.messages import SERVER, Header
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.core.stages import Stage
 from tests.helpers import make_inputs
 

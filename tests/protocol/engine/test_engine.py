@@ -12,7 +12,7 @@ from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ClientHost, ServerContext
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.protocol.core.messages import SERVER, BroadcastRequest, Header, NamedTensor
-from secure_fedgraph.protocol.secure_sum import Backend, SecureSumConfig, Stage, SumSpec, TensorSpec, make_client
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage, SumSpec, TensorSpec, make_client
 from secure_fedgraph.runs.simulate import simulate
 
 

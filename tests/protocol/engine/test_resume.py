@@ -1,4 +1,4 @@
-"""Resuming a run after the server dies (protocol/engine/resume.py, protocol/secure_sum/signed.py, the
+"""Resuming a run after the server dies (protocol/engine/resume.py, protocol/sum_backends/signed.py, the
 plans' checkpoints): a resumed run gives the uninterrupted run's numbers, what a client keeps of
 its run, and the attacks a "restarting" server could try (threat_model.md R-RESUME)."""
 
@@ -17,10 +17,10 @@ from secure_fedgraph.protocol.engine.contexts import ClientContext
 from secure_fedgraph.protocol.core import session as session_module
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.engine.resume import RunMemory
-from secure_fedgraph.protocol.secure_sum import Backend, ClientPolicy, GraphKind, SecureSumConfig, Stage, SumSpec, make_client, make_server
-from secure_fedgraph.protocol.secure_sum.config import MaskPlan
-from secure_fedgraph.protocol.secure_sum.roles import ClientRole, new_session_id
-from secure_fedgraph.protocol.secure_sum.signed import SignedContributions
+from secure_fedgraph.protocol.sum_backends import Backend, ClientPolicy, GraphKind, SecureSumConfig, Stage, SumSpec, make_client, make_server
+from secure_fedgraph.protocol.sum_backends.config import MaskPlan
+from secure_fedgraph.protocol.sum_backends.roles import ClientRole, new_session_id
+from secure_fedgraph.protocol.sum_backends.signed import SignedContributions
 from secure_fedgraph.protocol.transports.inprocess import LocalRunner
 from secure_fedgraph.runs.simulate import simulate
 from secure_fedgraph.papers.fedrel import FedRel, FedRelConfig

@@ -10,8 +10,8 @@ import pytest
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.transports import codec
-from secure_fedgraph.protocol.secure_sum import SumSpec
-from secure_fedgraph.protocol.secure_sum import messages as m
+from secure_fedgraph.protocol.sum_backends import SumSpec
+from secure_fedgraph.protocol.sum_backends import messages as m
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core import messages as pm
 from secure_fedgraph.wire import common_pb2, envelope_pb2

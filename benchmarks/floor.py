@@ -1,0 +1,470 @@
+"""Benchmark: the floor of one mask round, what its cryptography must cost on this machine (issue 31, item 1).
+
+Why: a mask round's cost is only "too slow" against what its cryptography must cost. This
+counts each primitive one client and the server perform in one round of the mask protocol
+(:func:`round_counts`, read off protocol/sum_backends/mask_client.py and mask_server.py), times
+each primitive here with the project's own calls (:func:`measure`), and prints CPU seconds per
+client, for the server, and the round's cryptography spread over this machine's cores:
+
+    floor = plain round (measured in the same sitting) + (n x client CPU s + server CPU s) / cores
+
+Not counted: anything the plain round also pays (gRPC, TLS, encoding, the server's sum of the
+inputs), the per-run set-up (session opening, the Welcome's certificates) and Python's own
+bookkeeping around the primitives. Degree and threshold default to what the project's default
+adversary needs for n (``MaskConfig().resolve``), the ring to the default config's at
+``--clip-range`` (``MaskConfig.encoding``).
+
+Run:
+    .venv/bin/python benchmarks/floor.py                                  # n=100, L=1e5
+    .venv/bin/python benchmarks/floor.py --n 100,200,1000 --L 1e5 --plain-s 0.3
+    .venv/bin/python benchmarks/floor.py --n 200 --degree 16 --threshold 9 --json
+
+Other benchmarks call :func:`floor_seconds` (or :func:`floor_of_run` of :func:`mask_plan_of_run`
+on a run's metrics.json); primitives are measured once per process. This is a benchmark, not a test: pytest does not
+collect it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import functools
+import json
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+MB = 1e6
+
+
+class Primitive(enum.Enum):
+    """One cryptographic operation of the mask protocol, as the table names it (and its unit)."""
+
+    KEYSTREAM = ("mask expansion: AES-256-CTR added into the ring", "MB")
+    X25519_KEYGEN = ("X25519 key pair (or public key from a private one)", "call")
+    X25519 = ("X25519 exchange", "call")
+    HKDF = ("HKDF-SHA256 with its label", "call")
+    ED25519_SIGN = ("Ed25519 sign", "call")
+    ED25519_VERIFY = ("Ed25519 verify (key parsed from the directory)", "call")
+    AES_GCM_SEAL = ("AES-GCM seal of one share envelope", "call")
+    AES_GCM_OPEN = ("AES-GCM open of one share envelope", "call")
+    SHAMIR_SPLIT = ("Shamir split to k holders at threshold t", "call")
+    SHAMIR_COMBINE = ("Shamir combine of t shares", "call")
+    SHA256 = ("SHA-256 commitment or statement, with its label", "call")
+    DIGEST = ("SHA-256 of the contribution, L float32 (resumable runs)", "call")
+
+    @property
+    def text(self) -> str:
+        return self.value[0]
+
+    @property
+    def unit(self) -> str:
+        return self.value[1]
+
+
+P = Primitive
+
+
+def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *, fresh_keys: bool, dropouts: int = 0,
+                 resumable: bool = True) -> tuple[Counter[Primitive], Counter[Primitive]]:
+    """Primitives one surviving client and the server perform in one round of one sum.
+
+    A round is a key set-up (with ``fresh_keys``; kept keys skip it and the share opening) and
+    one non-streaming sum, as fedavg-vector's rounds are. ``dropouts`` clients drop after sealing
+    their shares and before their masked input (the case Shamir recovery exists for). The graph
+    is complete when ``degree >= n - 1`` (neighbours.py: NeighbourGraph.build). Counts are exact
+    without dropouts and with the complete graph; with dropouts on the sparse graph they are
+    expectations (a dropped client's neighbours are uniform; the unmask verifications simulated). Keys kept with dropouts: the dropped clients contributed to earlier
+    sums, so the server re-keys (MaskServer._rekey_reason, "dropped after contributing"):
+    a wasted input, then a fresh round among n - dropouts at the same degree and threshold (the
+    real re-key resolves them for n - dropouts, close by).
+
+    Client, key set-up (mask_client.py), k = degree neighbours:
+      MaskClient._on_advertise: RoundKeys.generate (2 key pairs); seed_commitment (1 SHA-256);
+        sign_keys (1 sign); sparse: keys_hash and graph_commitment (2 SHA-256).
+      MaskClient._on_graph (sparse): keys_hash and graph_commitment of its own again (2 SHA-256).
+      MaskClient._build_view: graph_commitments of all n (sparse) or keys_hash of all n members
+        (complete), and view_digest (n + 1 SHA-256); sparse: NeighbourGraph.build, 8n bytes of keystream.
+      MaskClient._on_share_keys: per neighbour verify_keys (k verify), sparse keys_hash (k SHA-256),
+        two pair_key (2k exchanges, 2k HKDF); shamir.split of seed and mask key (2 splits); per
+        holder seal_for (k seals), two share_commitment, envelope_key_commitment and
+        envelope_statement (its own hash of the envelope and the statement's: 5k SHA-256) and
+        identity.sign (k signs).
+      MaskClient._open_shares (first sum of an epoch): per envelope open_from (k opens) and
+        _dealt_as_committed (2k SHA-256).
+    Client, per sum:
+      MaskClient._on_input: self_mask_key (1 HKDF), add_into of the self-mask and of each of the k
+        live neighbours' masks ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment
+        (1 SHA-256); ClientRole._digest_of (1 digest, resumable runs: the gRPC runtime's).
+      MaskClient._on_consistency: consistency_statement (1 SHA-256), identity.sign (1 sign).
+      MaskClient._on_unmask: _vouch for itself (t verify), then for each dropped neighbour the
+        signers of its group it still needs (complete graph: none; sparse: simulated,
+        :func:`_unmask_verifications`); self_mask_key again (1 HKDF).
+    Server (mask_server.py):
+      MaskServer._key_setup, accept_advert: verify_keys (n verify); _check_fresh_keys (2n
+        exchanges with the low-order probe). Sparse, accept_nonce: keys_hash and graph_commitment
+        (2n SHA-256); then keys_hash of all n again and view_digest (n + 1 SHA-256; complete: the
+        same n + 1 only); NeighbourGraph.build (8n bytes of keystream, sparse).
+      MaskServer.aggregate: consistency_statement (1 SHA-256), accept_signature (n - d verify).
+      MaskServer._unmask: _self_key_verified (n - d SHA-256), _share_verified of each revealed
+        mask-key share (d x s SHA-256, s = a dropped client's surviving neighbours); per dropped
+        client _cancel_pairwise: shamir.combine (1), its public key from the rebuilt private key (1
+        key pair), pair_key and add_into with each surviving neighbour (s exchanges, s HKDF, s
+        vectors of keystream); each survivor's self-mask removed (n - d vectors of keystream).
+
+    Returns:
+        (counts per surviving client, counts for the server); KEYSTREAM in MB, the rest in calls.
+    """
+    if not 0 <= dropouts <= n - 2:
+        raise ValueError(f"dropouts must be in [0, n - 2] = [0, {n - 2}], got {dropouts}")
+    k, t, d = min(degree, n - 1), threshold, dropouts
+    vector_mb = (L + 1) * (ring_bits // 8) / MB  # a ring vector: L values and the clipped-count lane
+    if not fresh_keys and d:  # the kept epoch cannot recover a client that contributed before: re-key
+        client, server = round_counts(n - d, L, degree, t, ring_bits, fresh_keys=True, resumable=resumable)
+        return _client_input(k, vector_mb, resumable) + client, server
+    client = _client_sum(n, k, t, d, vector_mb, resumable, open_shares=fresh_keys)
+    server = _server_sum(n, k, d, vector_mb)
+    if fresh_keys:
+        client, server = _client_key_setup(n, k) + client, _server_key_setup(n, k) + server
+    return client, server
+
+
+def _client_key_setup(n: int, k: int) -> Counter[Primitive]:
+    sparse = k < n - 1
+    return Counter({P.X25519_KEYGEN: 2, P.ED25519_SIGN: 1 + k, P.ED25519_VERIFY: k, P.X25519: 2 * k, P.HKDF: 2 * k,
+                    P.SHAMIR_SPLIT: 2, P.AES_GCM_SEAL: k, P.KEYSTREAM: 8 * n / MB if sparse else 0,
+                    P.SHA256: 1 + (n + 1) + 5 * k + (4 + k if sparse else 0)})
+
+
+def _client_input(k: int, vector_mb: float, resumable: bool) -> Counter[Primitive]:
+    return Counter({P.HKDF: 1, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1, P.DIGEST: int(resumable)})
+
+
+def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: bool, *, open_shares: bool) -> Counter[Primitive]:
+    counts = _client_input(k, vector_mb, resumable)
+    if open_shares:
+        counts.update({P.AES_GCM_OPEN: k, P.SHA256: 2 * k})
+    counts.update({P.SHA256: 1, P.ED25519_SIGN: 1, P.ED25519_VERIFY: _unmask_verifications(n, k, t, d), P.HKDF: 1})
+    return counts
+
+
+@functools.lru_cache(maxsize=256)
+def _unmask_verifications(n: int, k: int, t: int, d: int, *, trials: int = 100) -> float:
+    """Signatures a survivor checks at unmask (MaskClient._on_unmask, _vouch): t of its own group,
+    then for each dropped neighbour, in id order, signers of that one's group, in id order, until t
+    of it are verified. Exactly t on the complete graph or without dropouts; on the sparse graph
+    (a ring, each group the k + 1 clients around one) with d dropped, the mean over ``trials``
+    seeded draws of the ring order and the dropped clients (benchmarks are not tests: no global RNG)."""
+    if d == 0 or k >= n - 1:
+        return float(t)
+    import numpy as np
+
+    rng, half, total = np.random.default_rng(0), k // 2, 0
+    for _ in range(trials):
+        ids = rng.random(n)  # client ids in ring order: sorting by id is sorting by this
+        dropped = set(rng.choice(np.arange(1, n), size=d, replace=False).tolist())  # this client sits at 0
+        group = lambda c: {(c + j) % n for j in range(-half, half + 1)}  # noqa: E731
+        vouched: set[int] = set()
+        for c in [0, *sorted(group(0) & dropped, key=ids.__getitem__)]:
+            members = group(c)
+            need = t - len(vouched & members)
+            if need > 0:
+                vouched.update(sorted(members - vouched - dropped, key=ids.__getitem__)[:need])
+        total += len(vouched)
+    return total / trials
+
+
+def _server_key_setup(n: int, k: int) -> Counter[Primitive]:
+    sparse = k < n - 1
+    return Counter({P.ED25519_VERIFY: n, P.X25519: 2 * n, P.SHA256: (3 * n + 1) if sparse else (n + 1),
+                    P.KEYSTREAM: 8 * n / MB if sparse else 0})
+
+
+def _server_sum(n: int, k: int, d: int, vector_mb: float) -> Counter[Primitive]:
+    survivors = n - d
+    surviving_neighbours = k * survivors / (n - 1)  # of one dropped client
+    return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors, P.SHAMIR_COMBINE: d,
+                    P.X25519_KEYGEN: d, P.X25519: d * surviving_neighbours, P.HKDF: d * surviving_neighbours,
+                    P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
+
+
+# --- measuring the primitives ------------------------------------------------------------------
+def _seconds_each(call: Callable[[], object], *, batch_s: float = 0.04, batches: int = 5) -> float:
+    """CPU seconds one ``call`` takes on this thread: the least mean over ``batches`` batches of
+    about ``batch_s`` each (thread CPU time, so other work on a shared machine does not count)."""
+    call()
+    reps = 1
+    while True:  # a batch size that takes about batch_s
+        started = time.thread_time()
+        for _ in range(reps):
+            call()
+        spent = time.thread_time() - started
+        if spent >= batch_s / 4:
+            break
+        reps *= 2
+    reps = max(1, round(reps * batch_s / spent))
+    best = float("inf")
+    for _ in range(batches):
+        started = time.thread_time()
+        for _ in range(reps):
+            call()
+        best = min(best, (time.thread_time() - started) / reps)
+    return best
+
+
+@functools.cache
+def _fixed_costs() -> dict[Primitive, float]:
+    """Seconds per call of the primitives whose size does not depend on the run, with the
+    project's calls and labels (keyring.py, crypto/keys.py, crypto/envelope.py)."""
+    from secure_fedgraph.crypto import shamir
+    from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key, verify_signature
+    from secure_fedgraph.crypto.labels import Purpose, label
+    from secure_fedgraph.protocol.sum_backends.keyring import open_from, seal_for, share_commitment
+
+    session = os.urandom(16)
+    lab = {"session": session, "round": 3, "epoch": 0}
+    ours, theirs = RoundKeys.generate(), RoundKeys.generate()
+    identity = IdentityKey.generate()
+    statement = label(Purpose.ADVERTISE, session, 3, 0, 17, theirs.share_public, theirs.mask_public, os.urandom(32))
+    signature = identity.sign(statement)
+    secret, key, view = agree(ours.share, theirs.share_public), os.urandom(32), os.urandom(32)
+    payload = os.urandom(2 * shamir.SHARE_BYTES)  # a seed share and a mask-key share
+    sealed = seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)
+    return {
+        P.X25519_KEYGEN: _seconds_each(RoundKeys.generate) / 2,
+        P.X25519: _seconds_each(lambda: agree(ours.mask, theirs.mask_public)),
+        P.HKDF: _seconds_each(lambda: derive_key(secret, label(Purpose.PAIRWISE_MASK, session, 3, 0, 17, 42))),
+        P.ED25519_SIGN: _seconds_each(lambda: identity.sign(statement)),
+        P.ED25519_VERIFY: _seconds_each(lambda: verify_signature(identity.public_bytes, signature, statement)),
+        P.AES_GCM_SEAL: _seconds_each(lambda: seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)),
+        P.AES_GCM_OPEN: _seconds_each(lambda: open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=view)),
+        P.SHA256: _seconds_each(lambda: share_commitment(payload[:shamir.SHARE_BYTES], kind="seed", **lab, owner=17, holder=42)),
+    }
+
+
+@functools.cache
+def _keystream_cost(L: int, ring_bits: int) -> float:
+    """Seconds per MB of MaskPRG.add_into on a ring vector of L + 1 elements (at most 2^21: the
+    rate per byte is flat beyond a few hundred kB)."""
+    import numpy as np
+
+    from secure_fedgraph.crypto.prg import MaskPRG, ring_dtype
+
+    acc, prg, key = np.zeros(min(L + 1, 2**21), dtype=ring_dtype(ring_bits)), MaskPRG(), os.urandom(32)
+    return _seconds_each(lambda: prg.add_into(acc, key, stream_id=1, sign=1)) / (acc.nbytes / MB)
+
+
+@functools.cache
+def _digest_cost(L: int) -> float:
+    """Seconds per SHA-256 of one client's contribution (roles.py: _digest, for R-RESUME)."""
+    import numpy as np
+
+    from secure_fedgraph.protocol.sum_backends.roles import _digest
+
+    x = np.zeros(L, dtype=np.float32)
+    return _seconds_each(lambda: _digest(x))
+
+
+@functools.cache
+def _shamir_costs(holders: int, threshold: int) -> tuple[float, float]:
+    """Seconds per shamir.split of a 32-byte secret to ``holders`` at ``threshold``, and per
+    shamir.combine of ``threshold`` shares."""
+    from secure_fedgraph.crypto import shamir
+
+    secret, xs = os.urandom(shamir.SECRET_BYTES), list(range(1, holders + 1))
+    shares = shamir.split(secret, xs=xs, threshold=threshold)
+    some = dict(list(shares.items())[:threshold])
+    return (_seconds_each(lambda: shamir.split(secret, xs=xs, threshold=threshold), batches=3),
+            _seconds_each(lambda: shamir.combine(some, threshold=threshold), batches=3))
+
+
+def measure(*, L: int, ring_bits: int, degree: int, threshold: int) -> dict[Primitive, float]:
+    """CPU seconds per unit of each primitive on this machine (measured once per process and size)."""
+    split, combine = _shamir_costs(max(degree, threshold), threshold)
+    return {**_fixed_costs(), P.KEYSTREAM: _keystream_cost(L, ring_bits), P.DIGEST: _digest_cost(L),
+            P.SHAMIR_SPLIT: split, P.SHAMIR_COMBINE: combine}
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def floor_seconds(n: int, L: int, degree: int, threshold: int, ring_bits: int, *, plain_s: float, fresh_keys: bool,
+                  measured: Mapping[Primitive, float] | None = None, dropouts: int = 0, resumable: bool = True,
+                  cores_used: int | None = None) -> dict:
+    """A mask round's floor: ``plain_s`` (the plain round, measured in the same sitting) plus the
+    round's cryptography, n clients' and the server's CPU seconds, spread over the cores
+    (clients that drop are charged the key set-up they did before).
+
+    Args:
+        n, L, degree, threshold, ring_bits: the round (degree >= n - 1: the complete graph).
+        plain_s: seconds of the plain round measured in the same sitting (0: the crypto alone).
+        fresh_keys: a key set-up this round (False: keys kept from an earlier round).
+        measured: seconds per unit of each primitive (default: :func:`measure`, cached).
+        dropouts, resumable: see :func:`round_counts`.
+        cores_used: default :func:`cores`.
+
+    Returns:
+        JSON-ready: floor_s, plain_s, client_cpu_s, server_cpu_s, crypto_cpu_s, spread_s, cores,
+        and per primitive its counts and microseconds per unit.
+    """
+    costs = measured if measured is not None else measure(L=L, ring_bits=ring_bits, degree=degree, threshold=threshold)
+    client, server = round_counts(n, L, degree, threshold, ring_bits, fresh_keys=fresh_keys, dropouts=dropouts, resumable=resumable)
+    dropped = _client_key_setup(n, min(degree, n - 1)) if fresh_keys else Counter()  # what a client that drops did first
+    client_s, server_s, dropped_s = (sum(count * costs[p] for p, count in party.items()) for party in (client, server, dropped))
+    used = cores_used or cores()
+    crypto = (n - dropouts) * client_s + dropouts * dropped_s + server_s
+    return {
+        "n": n, "L": L, "degree": min(degree, n - 1), "threshold": threshold, "ring_bits": ring_bits, "fresh_keys": fresh_keys,
+        "dropouts": dropouts, "cores": used, "plain_s": plain_s, "client_cpu_s": client_s, "server_cpu_s": server_s,
+        "crypto_cpu_s": crypto, "spread_s": crypto / used, "floor_s": plain_s + crypto / used,
+        "primitives": {p.name: {"client": client[p], "server": server[p], "us_per_unit": costs[p] * 1e6, "unit": p.unit} for p in Primitive},
+    }
+
+
+def default_plan(n: int, L: int, *, clip_range: float | None = None, graph: str = "auto") -> tuple[int, int, int]:
+    """(degree, threshold, ring_bits) the project's default config gives n clients summing L values:
+    MaskConfig.resolve (the default adversary's graph: complete up to 100 clients unless ``graph``
+    is "sparse") and MaskConfig.encoding (the smallest ring that holds the sum at ``clip_range``,
+    default the config's)."""
+    from secure_fedgraph.protocol.sum_backends.config import GraphKind, MaskConfig
+
+    config = MaskConfig(graph=GraphKind(graph), **({} if clip_range is None else {"clip_range": clip_range}))
+    plan = config.resolve(n, None)
+    return plan.degree, plan.threshold, config.encoding(n, L).ring_bits
+
+
+def mask_plan_of_run(metrics: Mapping, *, n: int, L: int) -> dict | None:
+    """The degree and threshold a mask run's key set-up announced and the ring its configuration
+    gives n clients summing L values, from its metrics.json; None for a run of another backend."""
+    from secure_fedgraph.protocol.sum_backends.config import config_from_dict
+
+    plan = metrics.get("key_setup") or {}
+    if "degree" not in plan:
+        return None
+    ring_bits = config_from_dict(metrics["secure_sum"]).mask.encoding(n, L).ring_bits
+    return {"degree": plan["degree"], "threshold": plan["threshold"], "ring_bits": ring_bits}
+
+
+def floor_of_run(plan: Mapping | None, *, n: int, L: int, plain_s: float | None, fresh_keys: bool) -> dict | None:
+    """:func:`floor_seconds` of a run's :func:`mask_plan_of_run`, over the plain round of the same
+    sitting; None without either."""
+    if plan is None or plain_s is None:
+        return None
+    return floor_seconds(n, L, plan["degree"], plan["threshold"], plan["ring_bits"], plain_s=plain_s, fresh_keys=fresh_keys)
+
+
+def ratio_to_floor(seconds: float | None, floor: Mapping | None) -> str:
+    """The "÷ floor" cell of a benchmark table."""
+    return "—" if seconds is None or floor is None else f"{seconds / floor['floor_s']:.2f}x"
+
+
+# --- the command line ------------------------------------------------------------------------
+def _primitive_table(result: dict) -> str:
+    n = result["n"]
+    lines = ["| primitive | unit | per client | µs per unit | client CPU s | server | server CPU s |", "|---|---|---|---|---|---|---|"]
+    for p in Primitive:
+        row = result["primitives"][p.name]
+        us = row["us_per_unit"]
+        lines.append(f"| {p.text} | {p.unit} | {row['client']:,.4g} | {us:,.4g} | {row['client'] * us / 1e6:.4f} | "
+                     f"{row['server']:,.4g} | {row['server'] * us / 1e6:.4f} |")
+    lines.append(f"| **total** | | | | **{result['client_cpu_s']:.4f}** | | **{result['server_cpu_s']:.4f}** |")
+    lines.append(f"\n(n x client + server) / cores = ({n} x {result['client_cpu_s']:.4f} + {result['server_cpu_s']:.4f}) / "
+                 f"{result['cores']} = **{result['spread_s']:.3f} s**" if not result["dropouts"] else
+                 f"\ncrypto CPU / cores = {result['crypto_cpu_s']:.3f} / {result['cores']} = **{result['spread_s']:.3f} s** "
+                 f"({result['dropouts']} dropped clients charged their key set-up only)")
+    lines.append(f"floor = plain {result['plain_s']:.3f} s + that = **{result['floor_s']:.3f} s**")
+    return "\n".join(lines)
+
+
+def _summary_table(results: list[dict]) -> str:
+    lines = ["| n | L | degree | threshold | ring bits | keys | client CPU s | server CPU s | crypto CPU s / cores | plain s | floor s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['n']:,} | {_length(r['L'])} | {r['degree']} | {r['threshold']} | {r['ring_bits']} | "
+                     f"{'fresh' if r['fresh_keys'] else 'kept'} | {r['client_cpu_s']:.4f} | {r['server_cpu_s']:.3f} | "
+                     f"{r['spread_s']:.3f} | {r['plain_s']:.3f} | {r['floor_s']:.3f} |")
+    return "\n".join(lines)
+
+
+def cpu_model() -> str | None:
+    """This machine's CPU as /proc/cpuinfo names it (None elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), None)
+
+
+def _length(L: int) -> str:
+    """1e5 for 100000, as the benchmark tables write L."""
+    return f"{L:.0e}".replace("e+0", "e").replace("e+", "e") if L >= 1000 and float(f"{L:.0e}") == L else f"{L:,}"
+
+
+def int_list(text: str) -> list[int]:
+    """A comma list of counts, each written as an int or a float ("1e5")."""
+    return [int(float(x)) for x in text.split(",") if x]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--n", type=int_list, default=[100], help="comma list of client counts (participants of the round)")
+    p.add_argument("--L", type=int_list, default=[100_000], help="comma list of vector lengths (values per client)")
+    p.add_argument("--degree", type=int, default=None,
+                   help="neighbours per client (n - 1 or more: the complete graph); default what the default adversary needs for n")
+    p.add_argument("--threshold", type=int, default=None, help="Shamir threshold t; default what the default adversary needs for n")
+    p.add_argument("--ring-bits", type=int, choices=(32, 64), default=None,
+                   help="ring width; default the smallest the default config gives n clients summing L values at --clip-range")
+    p.add_argument("--clip-range", type=float, default=None,
+                   help="clip range for the default ring width (default the project's MaskConfig, 8; benchmarks/fedavg_round.py uses 1)")
+    p.add_argument("--graph", choices=("auto", "complete", "sparse"), default="auto",
+                   help="graph for the default degree and threshold: auto (the project's: complete up to 100 clients), or "
+                        "sparse (benchmarks/fedavg_round.py's)")
+    p.add_argument("--dropouts", type=int, default=0, help="clients that drop after sealing their shares, before their input")
+    p.add_argument("--keys", choices=("fresh", "kept", "both"), default="both",
+                   help="a key set-up every round (fresh), one kept from an earlier round (kept), or both")
+    p.add_argument("--plain-s", type=float, default=0.0, help="seconds of a plain round measured in the same sitting, added to the floor")
+    p.add_argument("--cores", type=int, default=None, help="cores to spread the round's CPU over; default this process's affinity mask")
+    p.add_argument("--not-resumable", action="store_true", help="count no contribution digest (plans that cannot resume, in-process runs)")
+    p.add_argument("--json", action="store_true", help="print one JSON line per (n, L, keys) and no tables")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    results = []
+    for n in args.n:
+        for L in args.L:
+            degree, threshold, ring_bits = default_plan(n, L, clip_range=args.clip_range, graph=args.graph)
+            degree = args.degree if args.degree is not None else degree
+            threshold = args.threshold if args.threshold is not None else threshold
+            ring_bits = args.ring_bits or ring_bits
+            for fresh in {"fresh": (True,), "kept": (False,), "both": (True, False)}[args.keys]:
+                results.append(floor_seconds(n, L, degree, threshold, ring_bits, plain_s=args.plain_s, fresh_keys=fresh,
+                                             dropouts=args.dropouts, resumable=not args.not_resumable, cores_used=args.cores))
+    machine = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(), "python": platform.python_version(),
+               "cryptography": metadata.version("cryptography"), "measured_in_s": round(time.monotonic() - started, 1)}
+    if args.json:
+        for r in results:
+            print(json.dumps({"record": "floor", **r, **machine}))
+        return 0
+    print(f"# floor.py {machine['date']}: {machine['cpu']}, {results[0]['cores']} cores, Python {machine['python']}, cryptography "
+          f"{machine['cryptography']}; primitives measured in {machine['measured_in_s']} s")
+    for r in results:
+        print(f"\n## n={r['n']:,}, L={_length(r['L'])}, degree {r['degree']}, threshold {r['threshold']}, {r['ring_bits']}-bit ring, "
+              f"{'fresh keys' if r['fresh_keys'] else 'keys kept'}, {r['dropouts']} dropouts\n")
+        print(_primitive_table(r))
+    print()
+    print(_summary_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""benchmarks/floor.py: the primitives it counts per round are the ones a real in-process mask
+round performs, counted by wrapping the project's own calls (client roles while they handle a
+request, the server otherwise), and its floor is plain + (n x client + server) / cores."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+import secure_fedgraph.protocol.sum_backends.keyring as keyring
+import secure_fedgraph.protocol.sum_backends.mask_client as mask_client
+import secure_fedgraph.protocol.sum_backends.mask_server as mask_server
+import secure_fedgraph.protocol.sum_backends.roles as roles
+from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
+from secure_fedgraph.crypto.prg import MaskPRG
+from secure_fedgraph.protocol.core.crash_point import CrashPoint
+from secure_fedgraph.protocol.engine.local import local_session
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends.signed import SignedContributions
+from tests.helpers import SHAPES, make_inputs, sparse_config
+
+
+
+def _load_floor():
+    """benchmarks/floor.py by its path: a script folder, not a package (and opacus installs a
+    top-level package called ``benchmarks``)."""
+    spec = importlib.util.spec_from_file_location("floor_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "floor.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+floor = _load_floor()
+MB, Primitive, floor_seconds, round_counts = floor.MB, floor.Primitive, floor.floor_seconds, floor.round_counts
+P = Primitive
+L = sum(math.prod(shape) for shape in SHAPES.values())  # 27 values per client
+
+
+class Tally:
+    """Primitives performed, by party: a client id while that client's role handles a request,
+    "server" otherwise."""
+
+    def __init__(self) -> None:
+        self.party: int | str = "server"
+        self.counts: dict[int | str, Counter] = defaultdict(Counter)
+
+    def wrap(self, call, primitive: Primitive, amount=lambda *args, **kwargs: 1):
+        def counted(*args, **kwargs):
+            self.counts[self.party][primitive] += amount(*args, **kwargs)
+            return call(*args, **kwargs)
+        return counted
+
+    def handling(self, handle):
+        def as_client(role, request):
+            before, self.party = self.party, role.client_id
+            try:
+                return handle(role, request)
+            finally:
+                self.party = before
+        return as_client
+
+
+@pytest.fixture
+def tally(monkeypatch) -> Tally:
+    t = Tally()
+    patch = monkeypatch.setattr
+    patch(mask_client.MaskClient, "handle", t.handling(mask_client.MaskClient.handle))
+    patch(MaskPRG, "keystream", t.wrap(MaskPRG.keystream, P.KEYSTREAM, lambda *a, count, ring_bits, **k: count * ring_bits / 8 / MB))
+    patch(RoundKeys, "generate", classmethod(t.wrap(RoundKeys.generate.__func__, P.X25519_KEYGEN, lambda *a: 2)))
+    patch(keyring, "agree", t.wrap(keyring.agree, P.X25519))
+    patch(mask_server, "X25519PublicKey", SimpleNamespace(from_public_bytes=t.wrap(X25519PublicKey.from_public_bytes, P.X25519)))
+    patch(mask_server, "X25519PrivateKey", SimpleNamespace(
+        generate=X25519PrivateKey.generate, from_private_bytes=t.wrap(X25519PrivateKey.from_private_bytes, P.X25519_KEYGEN)))
+    patch(keyring, "derive_key", t.wrap(keyring.derive_key, P.HKDF))
+    patch(IdentityKey, "sign", t.wrap(IdentityKey.sign, P.ED25519_SIGN))
+    for module in (keyring, mask_client, mask_server):
+        patch(module, "verify_signature", t.wrap(module.verify_signature, P.ED25519_VERIFY))
+    patch(keyring, "seal", t.wrap(keyring.seal, P.AES_GCM_SEAL))
+    patch(keyring, "open_sealed", t.wrap(keyring.open_sealed, P.AES_GCM_OPEN))
+    patch(shamir, "split", t.wrap(shamir.split, P.SHAMIR_SPLIT))
+    patch(shamir, "combine", t.wrap(shamir.combine, P.SHAMIR_COMBINE))
+    patch(keyring, "_sha256", t.wrap(keyring._sha256, P.SHA256))
+    patch(roles, "_digest", t.wrap(roles._digest, P.DIGEST))
+    return t
+
+
+def _session(config: SecureSumConfig, n: int, **kwargs):
+    """A resumable session (clients keep signed contributions, as the gRPC runtime's do)."""
+    return local_session(config, range(n), signed={c: SignedContributions() for c in range(n)}, **kwargs)
+
+
+def _check(tally: Tally, session, plan: dict, *, n: int, survivors, fresh_keys: bool, dropouts: int = 0) -> None:
+    """``plan``: the key epoch's as the round began (a re-key announces another)."""
+    ring_bits = session.server.config.mask.encoding(n, L).ring_bits
+    client, server = round_counts(n, L, plan["degree"], plan["threshold"], ring_bits, fresh_keys=fresh_keys, dropouts=dropouts)
+    table = lambda counts: {p: counts[p] for p in Primitive}  # noqa: E731
+    for c in survivors:
+        assert table(tally.counts[c]) == pytest.approx(table(client)), f"client {c}"
+    assert table(tally.counts["server"]) == pytest.approx(table(server))
+
+
+def test_sparse_round_with_fresh_keys_then_kept(tally):
+    n = 12
+    session = _session(sparse_config(4), n)
+    session.start_round()
+    session.secure_sum("s0", make_inputs(range(n), seed=0))
+    plan = session.server.describe()
+    assert plan["graph"] == "sparse"
+    _check(tally, session, plan, n=n, survivors=range(n), fresh_keys=True)
+    tally.counts.clear()
+    session.secure_sum("s1", make_inputs(range(n), seed=1))  # the same key epoch: keys kept
+    _check(tally, session, plan, n=n, survivors=range(n), fresh_keys=False)
+
+
+def test_complete_round_with_a_dropout(tally):
+    """Client 3 drops before its input: the server rebuilds its mask key and removes its masks."""
+    n = 7
+    session = _session(SecureSumConfig(backend=Backend.MASK), n, drop={Stage.INPUT: {3}})
+    session.start_round()
+    result = session.secure_sum("s0", make_inputs(range(n)))
+    assert result.contributors == frozenset(range(n)) - {3}
+    _check(tally, session, session.server.describe(), n=n, survivors=result.contributors, fresh_keys=True, dropouts=1)
+
+
+def test_kept_keys_and_a_dropout_rekey(tally):
+    """With keys kept, a client that contributed before and drops makes the server re-key."""
+    n = 7
+    session = _session(SecureSumConfig(backend=Backend.MASK), n, drop={CrashPoint(Stage.INPUT, nth=2): {3}})
+    session.start_round()
+    session.secure_sum("s0", make_inputs(range(n), seed=0))
+    plan = session.server.describe()
+    tally.counts.clear()
+    result = session.secure_sum("s1", make_inputs(range(n), seed=1))
+    assert result.contributors == frozenset(range(n)) - {3}
+    assert session.server.describe()["degree"] == n - 2  # re-keyed among the survivors
+    _check(tally, session, plan, n=n, survivors=result.contributors, fresh_keys=False, dropouts=1)
+
+
+def test_floor_is_plain_plus_the_crypto_spread_over_the_cores():
+    costs = dict.fromkeys(Primitive, 1e-6)
+    client, server = round_counts(100, 1000, 20, 15, 32, fresh_keys=True)
+    floor = floor_seconds(100, 1000, 20, 15, 32, plain_s=0.5, fresh_keys=True, measured=costs, cores_used=4)
+    assert floor["client_cpu_s"] == pytest.approx(sum(client.values()) * 1e-6)
+    assert floor["floor_s"] == pytest.approx(0.5 + (100 * sum(client.values()) + sum(server.values())) * 1e-6 / 4)

@@ -1,0 +1,128 @@
+"""The bounds behind thresholds, degrees and survivor floors (protocol/sum_backends/adversary.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.sum_backends.adversary import (
+    MAX_KEY_EPOCHS,
+    Adversary,
+    Threat,
+    complete_threshold,
+    _connectivity_bits_of,
+    _security_bits_of,
+    epoch_security_bits,
+    log2_tail,
+    sparse_at_degree,
+    sparse_check,
+    sparse_parameters,
+    survivor_floor,
+)
+
+
+@pytest.mark.parametrize("population,successes,draws,at_least", [(206, 68, 138, 60), (999, 333, 310, 120), (29, 0, 4, 1), (50, 10, 6, 0)])
+def test_the_hypergeometric_tail_is_scipys(population, successes, draws, at_least):
+    expected = stats.hypergeom(population, successes, draws).sf(at_least - 1)
+    got = 2.0 ** log2_tail(population, successes, draws, at_least)
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("n,colluders,threat,t", [(10, 3, Threat.ACTIVE, 7), (10, 2, Threat.ACTIVE, 7), (4, 1, Threat.ACTIVE, 3),
+                                                  (3, 1, Threat.ACTIVE, 3), (10, 3, Threat.HONEST_BUT_CURIOUS, 6), (10, 6, Threat.HONEST_BUT_CURIOUS, 7)])
+def test_complete_graph_thresholds(n, colluders, threat, t):
+    """Active: 2t > n + colluders (Bonawitz et al.'s bound); honest-but-curious: a majority, and
+    more than the colluders."""
+    assert complete_threshold(n, colluders, threat) == t
+    if threat is Threat.ACTIVE:
+        assert 2 * t > n + colluders >= 2 * (t - 1) - 1
+
+
+def test_survivor_floor_is_a_majority_of_the_run_and_two_above_the_colluders():
+    assert survivor_floor(10, 0.5, 3) == 6
+    assert survivor_floor(3, 0.5, 1) == 3  # two honest inputs in every sum
+    assert survivor_floor(207, 0.5, 69) == 104
+    assert survivor_floor(207, 0.0, 0) == 2
+
+
+@pytest.mark.parametrize("n", [150, 300, 1000])
+def test_the_chosen_sparse_graph_holds_and_is_the_cheapest(n):
+    adversary = Adversary()
+    colluders = adversary.colluders(n)
+    found = sparse_parameters(n, colluders, adversary, max_key_epochs=MAX_KEY_EPOCHS)
+    assert found is not None and found.degree < n - 1
+    assert sparse_check(n, colluders=colluders, degree=found.degree, threshold=found.threshold, max_dropped=found.max_dropped,
+                        adversary=adversary, max_key_epochs=MAX_KEY_EPOCHS) is None
+    assert sparse_at_degree(n, colluders, found.degree - 2, adversary, max_key_epochs=MAX_KEY_EPOCHS) is None
+    assert found.threshold <= found.degree - found.max_dropped  # a dropped client's secret stays recoverable
+    lower = sparse_check(n, colluders=colluders, degree=found.degree, threshold=found.threshold - 1, max_dropped=found.max_dropped,
+                         adversary=adversary, max_key_epochs=MAX_KEY_EPOCHS)
+    assert lower is not None and "colluding neighbours" in lower
+
+
+def test_the_degree_grows_slowly_with_n_and_with_the_corrupt_fraction():
+    degrees = [sparse_parameters(n, Adversary().colluders(n), Adversary(), max_key_epochs=MAX_KEY_EPOCHS).degree for n in (300, 1000, 10_000)]
+    assert degrees == sorted(degrees) and degrees[-1] < 0.05 * 10_000  # logarithmic-ish, far below n
+    weaker = Adversary(corrupt_fraction=0.05, dropout_fraction=0.05)
+    assert sparse_parameters(1000, weaker.colluders(1000), weaker, max_key_epochs=MAX_KEY_EPOCHS).degree < degrees[1] / 2
+
+
+def test_small_runs_take_the_complete_graph():
+    assert sparse_parameters(10, 3, Adversary(), max_key_epochs=MAX_KEY_EPOCHS) is None
+
+
+@pytest.mark.parametrize("kwargs,match", [({"corrupt_fraction": 1.0}, "corrupt_fraction"), ({"dropout_fraction": -0.1}, "dropout_fraction"),
+                                          ({"corrupt_fraction": 0.6, "dropout_fraction": 0.5}, "below 1"),
+                                          ({"security_bits": 0}, "security_bits"), ({"threat": "active"}, "threat")])
+def test_adversary_validation_names_the_field(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        Adversary(**kwargs)
+
+
+def test_sparse_check_explains_what_fails():
+    adversary = Adversary()
+    assert "not a sparse graph" in sparse_check(100, colluders=33, degree=5, threshold=3, max_dropped=0, adversary=adversary,
+                                                max_key_epochs=MAX_KEY_EPOCHS)
+    why = sparse_check(1000, colluders=333, degree=342, threshold=261, max_dropped=120, adversary=adversary, max_key_epochs=MAX_KEY_EPOCHS)
+    assert why is not None and "honest survivors split" in why  # more dropped neighbours than (C) allows
+    assert "above 2^-50 per key epoch (2^-40 over a run of 1024)" in why
+    assert math.isinf(log2_tail(10, 0, 3, 1))
+
+
+def test_colluders_count_at_least_one_whenever_the_fraction_is_above_zero():
+    """B2: rounding down alone counts no colluder in a run of two at a third, so a sum of the
+    two would pass as holding two honest inputs."""
+    assert [Adversary().colluders(n) for n in (2, 3, 5, 6, 10)] == [1, 1, 1, 2, 3]
+    assert Adversary(corrupt_fraction=0.05, dropout_fraction=0.05).colluders(10) == 1
+    assert Adversary(corrupt_fraction=0.0).colluders(1000) == 0
+    assert Adversary().smallest_run() == 3 and Adversary(corrupt_fraction=0.0).smallest_run() == 2
+
+
+def test_the_sparse_graph_holds_for_the_union_over_a_runs_key_epochs():
+    """C2: a server may abort any key epoch whose graph it dislikes and start another, up to the
+    run's cap. The chosen parameters' per-epoch failure bounds (union over the clients, for (S)
+    and for (C)) are at most 2^-(bits + log2 cap), so over every epoch the cap allows at most
+    2^-bits; checked against scipy's hypergeometric tails. The per-epoch parameters of before
+    (40 bits per epoch) fail the run's check."""
+    adversary = Adversary()
+    assert epoch_security_bits(40, 1024) == 50 and epoch_security_bits(40, 1025) == 51 and epoch_security_bits(40, 1) == 40
+    assert MAX_KEY_EPOCHS >= 200 * 5  # a 200-round run with all 4 default re-keys in every round fits
+    for n in (200, 1000):
+        c = adversary.colluders(n)
+        p = sparse_parameters(n, c, adversary, max_key_epochs=MAX_KEY_EPOCHS)
+        half = p.degree // 2
+        for failure in (n * stats.hypergeom(n - 1, c, p.degree).sf(2 * p.threshold - (p.degree + 1) - 1),  # (S), union over clients
+                        2 * n * stats.hypergeom(n - 1, c, half).sf(half - p.max_dropped - 1)):  # (C), over clients and sides
+            assert failure <= 2.0 ** -(40 + math.log2(MAX_KEY_EPOCHS))
+            assert MAX_KEY_EPOCHS * failure <= 2.0**-40  # the union over every key epoch of the run
+        assert min(_security_bits_of(n, c, p.degree, p.threshold, adversary.threat), _connectivity_bits_of(n, c, p.degree, p.max_dropped)) >= 50
+        per_epoch = sparse_parameters(n, c, adversary, max_key_epochs=1)
+        assert per_epoch.degree < p.degree
+        why = sparse_check(n, colluders=c, degree=per_epoch.degree, threshold=per_epoch.threshold, max_dropped=per_epoch.max_dropped,
+                           adversary=adversary, max_key_epochs=MAX_KEY_EPOCHS)
+        assert why is not None and "over a run of 1024" in why
+    with pytest.raises(ConfigError, match="max_key_epochs"):
+        epoch_security_bits(40, 0)

@@ -1,0 +1,160 @@
+"""Mask backend: the round completes when clients drop at ANY stage, down to the threshold.
+
+Flower's SecAgg+ aborts when a client drops during its first two stages; these tests drop
+1 and n - t clients at each stage (advertise, share keys, masked input, consistency,
+unmask, recover, deliver) and check the sum over the survivors. With 7 clients the default
+adversary has 2 colluders: t = (7 + 2) // 2 + 1 = 5, and a sum needs 4 contributors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from secure_fedgraph.errors import DropoutError, SumAbandoned
+from secure_fedgraph.protocol.engine.local import local_session
+from secure_fedgraph.protocol.sum_backends import Backend, MaskConfig, SecureSumConfig, Stage
+from tests.helpers import make_inputs, max_error, plain_sum, sparse_config
+
+N = 7
+T = MaskConfig().resolve(N, None).threshold  # 5
+FLOOR = MaskConfig().resolve(N, None).min_survivors  # 4
+EARLY = (Stage.ADVERTISE, Stage.SHARE_KEYS, Stage.INPUT)  # dropped before their input was summed
+LATE = (Stage.CONSISTENCY, Stage.UNMASK)  # dropped after it: their input is in the sum
+
+
+def _run(drop, *, n=N, config=None, sums=1):
+    session = local_session(config or SecureSumConfig(backend=Backend.MASK), range(n), drop=drop)
+    session.start_round()
+    results = []
+    for k in range(sums):
+        inputs = make_inputs(range(n), seed=k)
+        result = session.secure_sum(f"s{k}", inputs)
+        assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+        results.append(result)
+    return session, results
+
+
+def _dropped_sets(n=N, t=T):
+    return {"one": {3}, "n-t": set(range(0, 2 * (n - t), 2))}
+
+
+@pytest.mark.parametrize("stage", EARLY + LATE, ids=lambda s: s.value)
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_at_each_stage(stage, which):
+    dropped = _dropped_sets()[which]
+    session, (first, second) = _run({stage: dropped}, sums=2)
+    survivors = frozenset(range(N)) - dropped
+    expected_first = survivors if stage in EARLY else frozenset(range(N))
+    assert first.contributors == expected_first
+    assert second.contributors == survivors  # a dropped client never comes back within the round
+    for c in survivors:  # every survivor got the same aggregate
+        np.testing.assert_array_equal(session.clients[c].last_result.values["weight"], second.values["weight"])
+
+
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_during_recover(which):
+    """Some clients go silent at unmask (recover needed), others during recover itself."""
+    silent_at_unmask = {6}
+    silent_at_recover = {0} if which == "one" else set(range(N - T - 1))
+    session, (result,) = _run({Stage.UNMASK: silent_at_unmask, Stage.RECOVER: silent_at_recover})
+    assert result.contributors == frozenset(range(N))
+    assert any("recover" in line for line in session.server.log)
+
+
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_dropout_during_deliver_affects_the_next_sum_only(which):
+    dropped = _dropped_sets()[which]
+    _, (first, second) = _run({Stage.DELIVER: dropped}, sums=2)
+    assert first.contributors == frozenset(range(N))
+    assert second.contributors == frozenset(range(N)) - dropped
+
+
+def test_adjacent_dropouts_at_three_stages():
+    """Ten clients (3 colluders: t = 7): one drops at each of three stages."""
+    _, (result,) = _run({Stage.SHARE_KEYS: {1}, Stage.INPUT: {2}, Stage.UNMASK: {3}}, n=10)
+    assert result.contributors == frozenset(range(10)) - {1, 2}
+
+
+def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
+    """Client 4 contributes to sum 0, then drops before sum 1's input: its mask key must stay
+    secret (its sum-0 self-mask is known), so the server re-keys the survivors and redoes sum 1."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(N), seed=1))
+    session.runner.drop = {Stage.INPUT: {4}}
+    inputs = make_inputs(range(N), seed=2)
+    result = session.secure_sum("b", inputs)
+    assert result.contributors == frozenset(range(N)) - {4}
+    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+    assert any("re-keying" in line for line in session.server.log)
+    assert not any(kinds for (_, _, client), kinds in session.server.revealed.items() if client == 4)
+
+
+def test_rekeying_never_lowers_min_survivors():
+    """After a re-key among 5 of 7 clients, a sum still needs 4 contributors (a majority of 7),
+    not 3 (a majority of the 5 re-keyed participants): the floor counts on the run's start."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(N), seed=1))
+    session.runner.drop = {Stage.INPUT: {4, 5}}  # contributed to "a": forces a re-key among 5
+    session.secure_sum("b", make_inputs(range(N), seed=2))
+    assert any("re-keying" in line for line in session.server.log)
+    assert session.server._plan.min_survivors == 4
+    session.runner.drop = {Stage.INPUT: {0, 1, 4, 5}}  # two more drop: 3 would remain
+    with pytest.raises(DropoutError, match="fewer than the 4 required"):
+        session.secure_sum("c", make_inputs(range(N), seed=3))
+
+
+def test_below_threshold_fails_clearly_and_releases_nothing():
+    dropped = set(range(N - FLOOR + 1))  # one more than the floor allows
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.INPUT: dropped})
+    session.start_round()
+    with pytest.raises(DropoutError, match=r"only 3 clients sent masked inputs, fewer than the 4 required.*no aggregate is released"):
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+@pytest.mark.parametrize("stage", [Stage.ADVERTISE, Stage.CONSISTENCY], ids=lambda s: s.value)
+def test_below_threshold_at_other_stages(stage):
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={stage: set(range(N - FLOOR + 1))})
+    with pytest.raises(DropoutError, match="fewer than the 4 required"):
+        session.start_round()
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+def test_too_many_silent_after_their_self_masks_were_asked_for_abandons_the_sum():
+    """Three of seven go silent at unmask: their self-masks need t = 5 seed shares, and only 4
+    holders remain. Survivors already revealed theirs, so the sum is abandoned, not redone."""
+    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N), drop={Stage.UNMASK: {0, 1, 2}})
+    session.start_round()
+    with pytest.raises(SumAbandoned, match="self-mask could not be rebuilt"):
+        session.secure_sum("s", make_inputs(range(N)))
+    assert all(client.last_result is None for client in session.clients.values())
+
+
+def test_server_never_obtains_both_recovery_secrets():
+    """Over dropouts at every stage, each client's seed or its mask key may be rebuilt, never both."""
+    for stage in (Stage.INPUT,) + LATE:  # the stages after which the server must recover secrets
+        session, _ = _run({stage: {1, 5}}, sums=2)
+        assert {client for (_, _, client) in session.server.revealed} == {1, 5}
+        assert all(len(kinds) == 1 for kinds in session.server.revealed.values())
+
+
+def test_sparse_graph_dropouts():
+    config = sparse_config(6)
+    for stage in (Stage.SHARE_KEYS, Stage.INPUT, Stage.UNMASK):
+        session, (result,) = _run({stage: {2, 3, 17}}, n=24, config=config)
+        assert len(result.contributors) >= 21
+
+
+def test_sparse_neighbourhood_too_small_to_recover_abandons_the_sum_naming_the_client():
+    """Sparse graph: a client drops before its input, and most of its neighbours go silent at
+    unmask, after the others revealed their self-masks: too few shares of its mask key remain."""
+    session = local_session(sparse_config(4), range(20))
+    session.start_round()
+    neighbours = sorted(session.server._graph.of(0))  # the graph is known only once the nonces are revealed
+    session.runner.drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:2])}
+    with pytest.raises(SumAbandoned, match="client 0's mask key could not be rebuilt"):
+        session.secure_sum("s", make_inputs(range(20)))
