@@ -1,0 +1,5 @@
+import sys
+
+from secure_fedgraph.cli import main
+
+sys.exit(main())

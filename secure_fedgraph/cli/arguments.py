@@ -1,0 +1,91 @@
+"""argparse pieces the commands share: one-line usage errors, repeatable options, and option types
+that check a value (secure_fedgraph.validation's wording) while parsing, before anything is imported."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.validation import positive, positive_number
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command's --help (argparse prints the
+    whole usage block first, which for ``run`` or ``server`` is a screenful above the error)."""
+
+    def error(self, message: str) -> NoReturn:  # argparse's hook: it must not return
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class Repeatable(argparse.Action):
+    """A repeatable option whose default list the first use replaces (argparse's ``append``
+    would add to it), so defaults are declared once, in the parser."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        current = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, [*([] if current is self.default else current), values])
+
+
+class WithoutDefaults:
+    """An argument group whose options have no default: parsed, it holds only what was given."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+
+    def add_argument(self, *names, **options):
+        return self.group.add_argument(*names, **{**options, "default": argparse.SUPPRESS})
+
+
+def checked(kind: type, check: Callable[[Any], object]) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)`` passing ``check`` (secure_fedgraph.validation's wording),
+    so a bad value is argparse's one-line usage error, exit 2, before anything is imported."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    return parse
+
+
+def count(minimum: int = 1) -> Callable[[str], int]:
+    """An int >= ``minimum``."""
+    return checked(int, lambda value: positive("value", value, minimum))
+
+
+def positive_float(*, zero_ok: bool = False) -> Callable[[str], float]:
+    """A finite number > 0 (>= 0 with ``zero_ok``): timeouts, sizes, noise multipliers."""
+    return checked(float, lambda value: positive_number("value", value, zero_ok=zero_ok))
+
+
+def multiple_of_10(text: str) -> int:
+    """A positive multiple of 10 (sum-demo's --size: each client holds a (size/10, 10) weight matrix)."""
+    value = count()(text)
+    if value % 10:
+        raise argparse.ArgumentTypeError(f"value must be a positive multiple of 10, got {value}")
+    return value
+
+
+def numbers(option: str, text: str, kind: type, check: Callable[[Any], object]) -> list:
+    """``--option A,B,...``: a list of ``kind`` values, each passing ``check`` (ConfigError: one line, exit 2)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [kind(part) for part in parts]
+    except ValueError:
+        raise ConfigError(f"{option} must be a comma-separated list of {'integers' if kind is int else 'numbers'}, got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} names no value")
+    for value in values:
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    return values

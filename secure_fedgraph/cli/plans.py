@@ -1,0 +1,72 @@
+"""A plan from the command line (its name, ``--set KEY=VALUE``, the DP options, ``--target-epsilon``)
+and the one-line summary of a finished run's test metrics, shared by ``run``, ``server`` and ``sweep``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from secure_fedgraph.errors import ConfigError
+
+if TYPE_CHECKING:  # the plans import torch: the handlers import them, after the checks
+    from secure_fedgraph.papers.base import Plan
+
+
+def set_item(item: str, fields: Collection[str]) -> tuple[str, object]:
+    """One ``--set KEY=VALUE``: KEY must be one of ``fields``; VALUE is JSON where it looks like it."""
+    key, sep, raw = item.partition("=")
+    if not sep or key not in fields:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
+    if raw.lower() in ("none", "true", "false"):
+        return key, json.loads(raw.lower().replace("none", "null"))
+    return key, json.loads(raw) if raw[:1].isdigit() or raw[:1] in "-[{" else raw
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    """The plan ``args.plan`` configured by the command line's plan options (calibrated to
+    ``--target-epsilon`` where given)."""
+    from secure_fedgraph.papers import plan_class
+
+    cls = plan_class(args.plan)
+    fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+    values = dict(set_item(item, fields) for item in args.set or [])
+    if args.clients is not None:
+        values[cls.clients_field] = args.clients
+    for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip"), ("dpsgd_sigma", "dpsgd_sigma"),
+                        ("dpsgd_clip", "dpsgd_clip")):
+        value = getattr(args, option, None)
+        if value is not None:
+            if key not in fields:
+                raise ConfigError(f"--{option.replace('_', '-')}: plan {cls.name} has no option {key!r}")
+            values[key] = value
+    plan = cls(cls.Config(**values))
+    if getattr(args, "target_epsilon", None) is not None:
+        plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir, option=args.calibrate)
+        print(f"{args.command}: --target-epsilon {args.target_epsilon:g} calibrates the noise: {_calibrated_noise(plan)}")
+    return plan
+
+
+def _calibrated_noise(plan: Plan) -> str:
+    config = plan.config
+    return ", ".join(f"{key} {getattr(config, key):.4g}" for key in ("dp_sigma", "dpsgd_sigma") if getattr(config, key, 0))
+
+
+def has_test_metrics(metrics: dict) -> bool:
+    """Whether a run reports test metrics (a plan that only trains does not)."""
+    return "test_rmse" in metrics or "test_acc" in metrics
+
+
+def test_summary(metrics: dict) -> str:
+    """A run's test metrics in one line: accuracy for the classifiers, RMSE and MAE for the forecasters."""
+    if "best_val_test_acc" in metrics:  # node classification (nfedgnn)
+        if metrics["test_acc"] is None:
+            return f"training loss {metrics['rounds'][-1]['train_loss']:.4f} in the last round (no test node among the run's users)"
+        return (f"test accuracy {metrics['test_acc']:.3f} ({metrics['best_val_test_acc']:.3f} at the best validation round, "
+                f"{metrics['best_val_round']})")
+    if "test_acc" in metrics:  # classification (fedrel)
+        return f"test accuracy {metrics['test_acc']:.3f}, macro-F1 {metrics['test_f1']:.3f} (best {metrics['best_f1']:.3f} at round {metrics['best_f1_round']})"
+    mape = f", MAPE {metrics['test_mape']:.2f}%" if "test_mape" in metrics else ""
+    return f"test RMSE {metrics['test_rmse']:.3f}, MAE {metrics['test_mae']:.3f}{mape}"
