@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from secure_fedgraph import __version__
-from secure_fedgraph.cli import audit, client, compare, demos, keys, run, server, sweep
+from secure_fedgraph.cli import (audit_command, client_command, compare_command, demo_commands, keys_command, run_command, server_command,
+                                 sweep_command)
 from secure_fedgraph.cli.arguments import OneLineParser
 from secure_fedgraph.errors import ConfigError, SecureFedGraphError
 
@@ -25,15 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="secure-fedgraph", description="Federated graph learning where the server sees only what threat_model.md allows.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demos.add_demo_parser(commands)
-    run.add_parser(commands, plans=plans)
-    audit.add_parser(commands)
-    compare.add_parser(commands)
-    keys.add_parser(commands)
-    server.add_parser(commands, plans=plans)
-    client.add_parser(commands)
-    sweep.add_parser(commands)
-    demos.add_sum_demo_parser(commands)
+    demo_commands.add_demo_parser(commands)
+    run_command.add_parser(commands, plans=plans)
+    audit_command.add_parser(commands)
+    compare_command.add_parser(commands)
+    keys_command.add_parser(commands)
+    server_command.add_parser(commands, plans=plans)
+    client_command.add_parser(commands)
+    sweep_command.add_parser(commands)
+    demo_commands.add_sum_demo_parser(commands)
     return parser
 
 

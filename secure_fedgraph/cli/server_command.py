@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from secure_fedgraph import __version__
 from secure_fedgraph.cli.arguments import count, positive_float
-from secure_fedgraph.cli.keys import check_keys
+from secure_fedgraph.cli.keys_command import check_keys
 from secure_fedgraph.cli.plans import has_test_metrics, plan_from_args, set_item, test_summary
 from secure_fedgraph.cli.secure_options import add_crash_option, add_secure_options, given_secure_options, secure_config
 from secure_fedgraph.errors import ConfigError

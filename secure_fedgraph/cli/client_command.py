@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from secure_fedgraph.cli.arguments import Repeatable, count, positive_float
-from secure_fedgraph.cli.keys import check_keys, has_host_cert
+from secure_fedgraph.cli.keys_command import check_keys, has_host_cert
 from secure_fedgraph.cli.secure_options import add_adversary_options, add_crash_option, adversary
 
 if TYPE_CHECKING:  # the secure-sum package imports torch: the handler imports it, after the checks
