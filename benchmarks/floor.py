@@ -1,4 +1,4 @@
-"""Benchmark: the floor of one mask round, what its cryptography must cost on this machine (issue 31, item 1).
+"""Benchmark: the floor of one mask round, what its cryptography must cost on this machine.
 
 Why: a mask round's cost is only "too slow" against what its cryptography must cost. This
 counts each primitive one client and the server perform in one round of the mask protocol
