@@ -500,16 +500,17 @@ class GrpcServerTransport:
             self.log(f"{line}; more such frames from this stream are counted (metrics: ignored_frames), not logged")
 
     # --- listening ----------------------------------------------------------------------
-    def listen(self, bind: str, *, ca: bytes, cert: bytes, key: bytes, max_streams: int) -> int:
+    def listen(self, bind: str, *, ca: bytes, cert: bytes, key: bytes, max_streams: int | None, workers: int | None = None) -> int:
         """Serve the FederatedSession service on ``bind`` with mutual TLS (a client certificate
-        from ``ca`` required); at most ``max_streams`` streams at once, more are refused by gRPC
-        at once (threat_model.md R-STREAMS). Returns the port.
+        from ``ca`` required); at most ``max_streams`` streams at once (None: no limit), more are
+        refused by gRPC at once (threat_model.md R-STREAMS), served by ``workers`` threads (default
+        ``max_streams``: a stream holds its thread for the whole run). Returns the port.
 
         Raises:
             ConfigError: the address cannot be listened on (busy, or not this host's).
         """
         # no SO_REUSEPORT: a second server on a busy port must fail, not share the port's connections
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_streams), maximum_concurrent_rpcs=max_streams,
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers or max_streams), maximum_concurrent_rpcs=max_streams,
                              options=[*server_options(self.max_message_bytes), ("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers((make_server_handler(self),))
         credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)

@@ -54,7 +54,7 @@ def transport_server(keys: KeyDirectory, *, step_timeout_s: float, hello_timeout
     as the server runtime allows n + 8): yields (transport, port)."""
     transport = GrpcServerTransport({0, 1}, step_timeout_s=step_timeout_s, hello_timeout_s=hello_timeout_s)
     port = transport.listen("127.0.0.1:0", ca=keys.ca.read_bytes(), cert=keys.server_cert.read_bytes(), key=keys.server_key.read_bytes(),
-                            max_streams=streams or 4)
+                            max_streams=streams, workers=4)
     try:
         yield transport, port
     finally:
