@@ -57,6 +57,8 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
                 if joined else None
             thread.join(10)
             holder.cancel()
+        print("state after the attempt (shown if the test fails):", "joined", joined, "outcome", outcome, "turned away",
+              [(e.code(), e.details()) for e in turned_away], "connecting", thread.is_alive(), "codes", codes, flush=True)
         if turned_away:
             assert turned_away[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED, turned_away
         return outcome is None or 1 not in outcome.accepted
