@@ -27,10 +27,10 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
     the server cuts client 0 at its --hello-timeout (R-STREAMS). Giving up on RESOURCE_EXHAUSTED
     at once, client 1 is kept out of the run."""
     keys = init_keys(tmp_path / "keys", clients=2)
-    waiting = Waiting(30.0, "--connect-timeout", "waited {s:g} s for the server")
+    waiting = Waiting(120.0, "--connect-timeout", "waited {s:g} s for the server")
 
     def attack() -> bool:
-        with transport_server(keys, step_timeout_s=10, hello_timeout_s=2.0, streams=1) as (transport, port), \
+        with transport_server(keys, step_timeout_s=30, hello_timeout_s=2.0, streams=1) as (transport, port), \
                 mtls_channel(f"127.0.0.1:{port}", keys, 0) as holder_channel, mtls_channel(f"127.0.0.1:{port}", keys, 1) as channel:
             holder = ClientStream(holder_channel, timeout_s=30)  # says nothing: holds the one stream until --hello-timeout
             deadline = time.monotonic() + 10
@@ -49,13 +49,13 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
 
             thread = threading.Thread(target=join, daemon=True)
             thread.start()
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 90  # a few seconds here; generous for a machine busy with the other worker
             while 1 not in transport.connections and thread.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
             joined = transport.wait_for_clients(0.0)
             outcome = transport.execute(Step(Stage.END, {1: EndRequest(Header(bytes(16), 0, 1, Stage.END, SERVER), "x")}, lambda c, r: None)) \
                 if joined else None
-            thread.join(10)
+            thread.join(30)
             holder.cancel()
         print("state after the attempt (shown if the test fails):", "joined", joined, "outcome", outcome, "turned away",
               [(e.code(), e.details()) for e in turned_away], "connecting", thread.is_alive(), "codes", codes, flush=True)
