@@ -216,6 +216,32 @@ def encode(message) -> bytes:
 
 def decode(data: bytes):
     """Parse an Envelope; raises ProtocolError for anything that is not one well-formed message."""
+    cls, body = _body(data)
+    return from_pb(cls, body)
+
+
+@dataclasses.dataclass(frozen=True)
+class Peeked:
+    """What :func:`peek` reads of a message: its class, its header (None for a Hello) and its
+    name (uploads, broadcasts; "" where it has none)."""
+
+    cls: type
+    header: Any
+    name: str
+
+
+def peek(data: bytes) -> Peeked:
+    """A message's class, header and name without converting its tensors and lists: what an
+    audit needs of most transcript records (a client's transcript repeats the server's messages,
+    which the audit decodes in full once). Raises ProtocolError as :func:`decode` does for a
+    malformed Envelope; the rest of the body is not checked."""
+    cls, body = _body(data)
+    fields = {name: sub for name, _, sub in _plan(cls)}
+    header = from_pb(fields["header"], body.header) if "header" in fields else None
+    return Peeked(cls, header, str(body.name) if "name" in fields else "")
+
+
+def _body(data: bytes) -> tuple[type, Any]:
     envelope = envelope_pb2.Envelope()
     try:
         envelope.ParseFromString(data)
@@ -224,4 +250,4 @@ def decode(data: bytes):
     which = envelope.WhichOneof("body")
     if which is None:
         raise ProtocolError(f"message of {len(data)} bytes carries no body")
-    return from_pb(_CLASS_OF_FIELD[which], getattr(envelope, which))
+    return _CLASS_OF_FIELD[which], getattr(envelope, which)

@@ -42,6 +42,7 @@ from secure_fedgraph.protocol.core.messages import (
 )
 from secure_fedgraph.protocol.sum_backends import messages as sm
 from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.transports.transcript import AUDIT, RECEIVED, SENT, read_transcript
 
 At = tuple[bytes, int]  # (session, step): where a message belongs (a resumed run's transcript holds several sessions)
@@ -345,8 +346,11 @@ def _replay_server(path: Path, wire: _ServerWire | None = None) -> RunView:
     session_index: dict[bytes, int] = {}  # every id a header carried, proposals included: how the wire comparison names sessions
     first_request: dict[At, bytes] = {}  # digest of the first request of each consistency and deliver step
     uneven: set[tuple[int, int, str]] = set()
+    previous: tuple[bytes, Any] = (b"", None)
     for record in read_transcript(path):
-        message = record.message()
+        # a request sent to many clients is one body recorded once per client: decode it once (messages are immutable)
+        message = previous[1] if record.data == previous[0] else record.message()
+        previous = (record.data, message)
         header = getattr(message, "header", None)
         if header is None:  # a Hello
             continue
@@ -434,9 +438,9 @@ def _open_sum(message: sm.InputRequest, header: Header, epoch: int, attempts: di
     open_sums[(header.session, header.round, message.sum_index)] = attempt
 
 
-def _kind(message: Any) -> str:
-    name = getattr(message, "name", "")
-    return f"{type(message).__name__}{' ' + name if name else ''}"
+def _kind_of(cls: type, name: str) -> str:
+    """How a report names a kind of message: its class, and its name where it has one."""
+    return f"{cls.__name__}{' ' + name if name else ''}"
 
 
 def _replay_client(path: Path, view: RunView, wire: _ServerWire | None = None) -> ClientRecord | None:
@@ -449,20 +453,21 @@ def _replay_client(path: Path, view: RunView, wire: _ServerWire | None = None) -
     audits: list[Any] = []
     places: dict[tuple[bytes, int, bool], list] = {}  # (session, step, sent by the server) -> [digest, stage, kind]
     for entry in read_transcript(path):
-        message = entry.message()
-        header = getattr(message, "header", None)
+        if entry.direction == AUDIT:
+            audits.append(entry.message())
+            if client is None:
+                client = entry.peer
+            continue
+        peeked = codec.peek(entry.data)  # the rest of the message is the server's, decoded in full there (and compared byte for byte)
+        header, kind = peeked.header, _kind_of(peeked.cls, peeked.name)
         if entry.direction == SENT and header is not None and client is None:
             client = header.sender
         if entry.direction == RECEIVED:
-            received[_kind(message)] += 1
-        elif entry.direction == AUDIT:
-            audits.append(message)
-            if client is None:
-                client = entry.peer
+            received[kind] += 1
         if wire is not None and header is not None and entry.direction in (SENT, RECEIVED):
             place = (header.session, header.step, entry.direction == RECEIVED)
             old = places.get(place)
-            places[place] = [_chain(None if old is None else old[0], entry.data), header.stage, _kind(message)]
+            places[place] = [_chain(None if old is None else old[0], entry.data), header.stage, kind]
     if client is None:
         return None
     record = ClientRecord(client)

@@ -70,6 +70,22 @@ def test_round_trip(cls):
             assert a == b, name
 
 
+@pytest.mark.parametrize("cls", sorted(codec._ENVELOPE_FIELD, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_peek_reads_what_decode_does_of_class_header_and_name(cls):
+    """The audit reads clients' transcripts with peek: it must name every message as decode does."""
+    message = _sample(cls)
+    peeked = codec.peek(codec.encode(message))
+    assert peeked.cls is cls
+    assert peeked.header == getattr(message, "header", None)
+    assert peeked.name == getattr(message, "name", "")
+
+
+@pytest.mark.parametrize("data", [b"\xff\xff\xff", b""])
+def test_peek_refuses_what_decode_refuses(data):
+    with pytest.raises(ProtocolError):
+        codec.peek(data)
+
+
 def test_optional_fields_stay_absent():
     message = m.DeliverRequest(HEADER, 0, (1,), None, (b"ct",), None)
     decoded = codec.decode(codec.encode(message))
