@@ -3,8 +3,9 @@ registry of claim checkers (one function per claim ID, each reading a :class:`Ru
 
 Claims no transcript can show (a property of running code, of key handling, of the wire) are
 listed in :data:`NOT_IN_TRANSCRIPTS` with the reason; the report names them too, so every
-claim of threat_model.md appears in it (tests/audit/test_audit.py::test_every_threat_model_claim_is_checked_or_said_to_be_out_of_a_transcripts_reach checks both lists against
-threat_model.md).
+claim of threat_model.md appears in it (tests/audit/test_audit.py,
+test_every_threat_model_claim_is_checked_or_said_to_be_out_of_a_transcripts_reach, checks
+both lists against threat_model.md).
 """
 
 from __future__ import annotations
