@@ -50,7 +50,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from floor import floor_of_run, int_list, mask_plan_of_run, ratio_to_floor
+from floor import floor_cell, floor_of_run, int_list, mask_plan_of_run, ratio_to_floor
 
 FLOWER_SECAGG = {(100, 100_000): 8.95, (200, 100_000): 27.08, (200, 1_000_000): 40.43, (10, 100_000): 1.01, (10, 1_000_000): 1.36, (100, 1_000_000): 15.09}
 FLOWER_PLAIN = {(100, 100_000): 0.87, (200, 100_000): 2.01, (200, 1_000_000): 4.28, (10, 100_000): 0.21, (10, 1_000_000): 0.33, (100, 1_000_000): 1.83}
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             flower = FLOWER_SECAGG.get((n, length))
             floor, floor_kept = floors.get((n, length, "mask")), floors.get((n, length, "mask-kept"))
             print(f"| {n} | {length:g} | {get('mask', 'degree') or '—'} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
-                  f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {fmt(floor and floor['floor_s'])} / {fmt(floor_kept and floor_kept['floor_s'])} | "
+                  f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {floor_cell(floor, '.2f')} / {floor_cell(floor_kept, '.2f')} | "
                   f"{ratio_to_floor(mask, floor)} / {ratio_to_floor(kept, floor_kept)} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
                   f"{fmt(flower / kept if flower and kept else None, '.1f')}x | {fmt(get('mask', 'upload_over_float32'), '.3f')} | "
                   f"{fmt(get('ckks', 'upload_over_float32'), '.2f')} |")

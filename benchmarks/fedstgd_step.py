@@ -20,6 +20,14 @@ trip per protocol stage (plain and mask's streaming variant: input, deliver; mas
 Each repeat runs plain, mask and mask without streaming with the same seed (identical work);
 the table gives the median over repeats and the ratio of the medians to plain, all from this run.
 
+The floor (benchmarks/floor.py) of ``mask --no-streaming``'s batch: its 32 sums of the full
+protocol, each at its own size and ring, with the keys kept (the key set-up and the first sum,
+which opens the shares, are in the "set-up" phase), over plain's batch of the same transport in
+this run; the cryptography on one core in one process, over this machine's cores over gRPC. A
+``record: floor`` line per transport, and the columns "floor s" and "÷ floor". The streaming
+variant (``mask``) has none: floor.py counts the full protocol's sums, not the streaming ones
+(pairwise masks only, no self-mask, consistency or unmask), so its cells read "n/a".
+
 How to run
 ----------
     .venv/bin/python benchmarks/fedstgd_step.py --data-dir ../shared/data             # in-process
@@ -42,10 +50,14 @@ from pathlib import Path
 import torch
 
 from secure_fedgraph.crypto.pki import init_keys
-from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
+from secure_fedgraph.papers import is_resumable
+from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, FedSTGDSums
 from secure_fedgraph.protocol.sum_backends import Backend, MaskConfig, SecureSumConfig
 from secure_fedgraph.runs.launch import start_clients, start_server
 from secure_fedgraph.runs.simulate import simulate
+
+sys.path.insert(0, str(Path(__file__).parent))
+from floor import floor_cell, floor_of_sums, ratio_to_floor, sum_sizes  # noqa: E402
 
 # name -> (secure-sum config in one process, server options over gRPC)
 VARIANTS = {
@@ -53,6 +65,7 @@ VARIANTS = {
     "mask": (SecureSumConfig(backend=Backend.MASK), ["--backend", "mask"]),
     "mask --no-streaming": (SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(streaming=False)), ["--backend", "mask", "--no-streaming"]),
 }
+FLOORED = "mask --no-streaming"  # the variant whose sums floor.py counts (the full protocol's)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,7 +89,16 @@ def per_batch(metrics: dict, clients: int) -> dict[str, float]:
         "seconds": metrics["seconds_by_phase"]["training"] / batches,
         "bytes_up_per_client": metrics["bytes_up_by_phase"]["training"] / batches / clients,
         "sums": metrics["cost"]["secure_sums_per_batch"],
+        "key_setup": metrics.get("key_setup"),  # degree and threshold of a mask run: for its floor
     }
+
+
+def batch_floor(config: FedSTGDConfig, key_setup: dict, *, plain_s: float, cores_used: int | None) -> dict:
+    """The floor of one training batch of ``FLOORED`` (its key set-up announced ``key_setup``):
+    the batch's sums, each at its own size and ring, with the keys kept, over ``plain_s``."""
+    specs = FedSTGDSums(config).batch(config.batch_size, training=True)
+    return floor_of_sums(key_setup, sum_sizes(specs, mask=VARIANTS[FLOORED][0].mask, n=config.clients), n=config.clients,
+                         plain_s=plain_s, fresh_keys=False, resumable=is_resumable(FedSTGD.name), cores_used=cores_used)
 
 
 def in_process(config: FedSTGDConfig, variant: str, data_dir: str) -> dict[str, float]:
@@ -106,23 +128,28 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     config = FedSTGDConfig(clients=args.clients, rounds=1, max_windows=args.batches * 16)
     transports = {"in-process": lambda b: in_process(config, b, args.data_dir)}
+    cores_used = {"in-process": 1, "gRPC": None}  # every party in one process; over gRPC, this machine's cores
     if args.grpc:
         transports["gRPC"] = lambda b: over_grpc(config, b, args.data_dir, args.threads)
     print(f"# FedSTGD training step: {args.clients} clients, {args.batches} batches of 16, {args.repeats} repeats, "
           f"{args.threads} torch thread(s); {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
-    print("| transport | backend | secure sums / batch | bytes up / client / batch | seconds / batch (median) | vs plain |")
-    print("|---|---|---|---|---|---|")
+    lines = ["| transport | backend | secure sums / batch | bytes up / client / batch | seconds / batch (median) | vs plain | floor s | ÷ floor |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, run in transports.items():
         rows = {v: [] for v in VARIANTS}
         for _ in range(args.repeats):
             for variant in VARIANTS:
                 rows[variant].append(run(variant))
         plain = statistics.median(r["seconds"] for r in rows["plain"])
+        floor = batch_floor(config, rows[FLOORED][0]["key_setup"], plain_s=plain, cores_used=cores_used[name])
+        print(json.dumps({"record": "floor", "transport": name, "backend": FLOORED, **floor}), flush=True)
         for variant in VARIANTS:
             seconds = statistics.median(r["seconds"] for r in rows[variant])
             first = rows[variant][0]
-            print(f"| {name} | {variant} | {first['sums']} | {first['bytes_up_per_client'] / 2**20:.2f} MiB | {seconds:.3f} | "
-                  f"{seconds / plain:.2f}x |", flush=True)
+            floored = {FLOORED: (floor_cell(floor), ratio_to_floor(seconds, floor)), "mask": ("n/a", "n/a")}.get(variant, ("—", "—"))
+            lines.append(f"| {name} | {variant} | {first['sums']} | {first['bytes_up_per_client'] / 2**20:.2f} MiB | {seconds:.3f} | "
+                         f"{seconds / plain:.2f}x | {' | '.join(floored)} |")
+    print("\n".join(lines))
     return 0
 
 

@@ -20,8 +20,8 @@ Run:
     .venv/bin/python benchmarks/floor.py --n 200 --degree 16 --threshold 9 --json
 
 Other benchmarks call :func:`floor_seconds` (or :func:`floor_of_run` of :func:`mask_plan_of_run`
-on a run's metrics.json); primitives are measured once per process. This is a benchmark, not a test: pytest does not
-collect it.
+on a run's metrics.json, or :func:`floor_of_sums` for the sums of one key epoch); primitives are
+measured once per process. This is a benchmark, not a test: pytest does not collect it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import platform
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -364,9 +364,55 @@ def floor_of_run(plan: Mapping | None, *, n: int, L: int, plain_s: float | None,
     return floor_seconds(n, L, plan["degree"], plan["threshold"], plan["ring_bits"], plain_s=plain_s, fresh_keys=fresh_keys)
 
 
+def floor_of_sums(plan: Mapping | None, sums: Sequence[tuple[int, int]], *, n: int, plain_s: float | None, fresh_keys: bool,
+                  resumable: bool = True, cores_used: int | None = None, measured: Mapping[Primitive, float] | None = None) -> dict:
+    """The floor of a timed interval that holds the mask sums ``sums`` among n clients, in order
+    and in one key epoch: with ``fresh_keys`` the first comes after a key set-up in the interval
+    (:func:`round_counts` with fresh keys: the set-up and the share opening), every other one with
+    the keys kept. Each sum's cryptographic CPU (:func:`floor_seconds` over no plain round),
+    spread over the cores, is added once to ``plain_s``, the plain interval of the same sitting.
+
+    Args:
+        plan: the run's degree and threshold (:func:`mask_plan_of_run`); None only without sums.
+        sums: (L, ring_bits) of each sum (:func:`sum_sizes`); none: no mask cryptography at all.
+        plain_s: the plain interval of the same sitting; None where the benchmark ran none: then
+            floor_s is the cryptography alone and the tables show no floor (:func:`floor_cell`).
+        resumable, cores_used, measured: see :func:`floor_seconds`.
+
+    Returns:
+        JSON-ready: floor_s, plain_s, crypto_cpu_s, spread_s, cores, and per distinct sum its L,
+        ring_bits, fresh_keys, count and crypto_cpu_s (each).
+    """
+    if sums and plan is None:
+        raise ValueError(f"{len(sums)} mask sums need the run's degree and threshold (plan), got None")
+    groups: Counter[tuple[int, int, bool]] = Counter((L, ring_bits, fresh_keys and i == 0) for i, (L, ring_bits) in enumerate(sums))
+    used = cores_used or cores()
+    each = {(L, ring_bits, fresh): floor_seconds(n, L, plan["degree"], plan["threshold"], ring_bits, plain_s=0.0, fresh_keys=fresh,
+                                                 measured=measured, resumable=resumable, cores_used=used)["crypto_cpu_s"]
+            for L, ring_bits, fresh in groups}
+    crypto = sum((count * each[key] for key, count in groups.items()), 0.0)
+    return {
+        "n": n, "degree": plan and min(plan["degree"], n - 1), "threshold": plan and plan["threshold"], "resumable": resumable,
+        "cores": used, "plain_s": plain_s, "crypto_cpu_s": crypto, "spread_s": crypto / used, "floor_s": (plain_s or 0.0) + crypto / used,
+        "sums": [{"L": L, "ring_bits": ring_bits, "fresh_keys": fresh, "count": count, "crypto_cpu_s": each[(L, ring_bits, fresh)]}
+                 for (L, ring_bits, fresh), count in groups.items()],
+    }
+
+
+def sum_sizes(specs: Sequence, *, mask: object, n: int) -> list[tuple[int, int]]:
+    """(L, ring_bits) of each SumSpec in ``specs`` as the MaskConfig ``mask`` encodes it for n
+    clients (its own clip range and resolution: MaskConfig.encoding_of)."""
+    return [(spec.size, mask.encoding_of(spec, n).ring_bits) for spec in specs]
+
+
 def ratio_to_floor(seconds: float | None, floor: Mapping | None) -> str:
-    """The "÷ floor" cell of a benchmark table."""
-    return "—" if seconds is None or floor is None else f"{seconds / floor['floor_s']:.2f}x"
+    """The "÷ floor" cell of a benchmark table: "—" without a floor or its plain round."""
+    return "—" if seconds is None or floor is None or floor["plain_s"] is None else f"{seconds / floor['floor_s']:.2f}x"
+
+
+def floor_cell(floor: Mapping | None, spec: str = ".3f") -> str:
+    """The "floor s" cell of a benchmark table: "—" without a floor or its plain round."""
+    return "—" if floor is None or floor["plain_s"] is None else format(floor["floor_s"], spec)
 
 
 # --- the command line ------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from floor import cpu_model, floor_of_run, mask_plan_of_run, ratio_to_floor
+from floor import cpu_model, floor_cell, floor_of_run, mask_plan_of_run, ratio_to_floor
 
 MiB = 2**20
 
@@ -269,7 +269,7 @@ def table(rows: list[dict], floor_by_backend: dict[str, dict]) -> str:
         span = lambda key: f"{min(c[key] or 0 for c in cls)}-{max(c[key] or 0 for c in cls)}"  # noqa: E731
         lines.append(
             f"| {r['backend']} | {graph} | {r['round_seconds_median']:.1f} ({min(s):.1f}-{max(s):.1f}) | {ratio} | "
-            f"{'—' if floor is None else format(floor['floor_s'], '.1f')} | {ratio_to_floor(r['round_seconds_median'], floor)} | "
+            f"{floor_cell(floor, '.1f')} | {ratio_to_floor(r['round_seconds_median'], floor)} | "
             f"{r['join_seconds']:.1f} + {r['round_wall_seconds'][0] - s[0]:.1f} | "
             f"{r['bytes_up_per_client_round'] / 1e6:.2f} / {r['bytes_down_per_client_round'] / 1e6:.2f} MB | "
             f"{_mib(srv['peak_rss_bytes'])} | {' / '.join(_mib(c['peak_rss_bytes']) for c in cls)} | "

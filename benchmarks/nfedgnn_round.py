@@ -29,7 +29,12 @@ Run:
     .venv/bin/python benchmarks/nfedgnn_round.py --data-dir ../shared/data | tee benchmarks/results-nfedgnn_round.txt
     .venv/bin/python benchmarks/nfedgnn_round.py --data-dir ../shared/data --users 300 --rounds 2    # a quick look
 
-Prints one JSON line per run after a ``meta`` line, then a table. This is a benchmark, not a
+The floor (benchmarks/floor.py) of a timed round counts no cryptography: the rounds hold no
+secure sum and skip the key set-up, so a round's floor is the plain backend's round, which this
+benchmark does not run. Each run's ``record: floor`` line says so (crypto_cpu_s 0, plain_s null)
+and the table's "floor s" and "÷ floor" read "—".
+
+Prints one JSON line per run (and its floor) after a ``meta`` line, then a table. This is a benchmark, not a
 test: pytest does not collect it.
 """
 
@@ -45,6 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from floor import floor_cell, floor_of_sums, ratio_to_floor  # noqa: E402
 from load import MiB, Sampler, Watched, _joined_in, _machine_busy_seconds, _meta, _wait_all  # noqa: E402  (the load benchmark's process watching)
 
 
@@ -75,6 +81,17 @@ def _row(transport: str, metrics: dict, watched: list[Watched], total: float, bu
                        "open_files_peak": w.peak_open_files, "cpu_seconds": w.cpu_seconds} for w in watched],
         "other_cores_busy": max(0.0, busy - ours) / total,
     }
+
+
+def round_floor(row: dict) -> dict:
+    """The floor of one of ``row``'s timed rounds: no mask sum and no key set-up in it (nFedGNN's
+    per-user W_i: ``start_round(keys=False)``), over no plain round (none runs here)."""
+    if row["key_setup"]:
+        raise ValueError(f"the {row['transport']} run's rounds held a key set-up ({row['key_setup']}): round_floor counts none")
+    from secure_fedgraph.papers import is_resumable
+
+    return floor_of_sums(None, [], n=row["users"], plain_s=None, fresh_keys=False, resumable=is_resumable("nfedgnn"),
+                         cores_used=1 if row["transport"] == "in-process" else None)
 
 
 def in_process(args: argparse.Namespace, work: Path) -> dict:
@@ -118,19 +135,19 @@ def over_grpc(args: argparse.Namespace, keys: Path, work: Path, users: int) -> d
                 _machine_busy_seconds() - busy, _joined_in(work / "server.log"))
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], floors: list[dict]) -> str:
     base = next((r for r in rows if r["transport"] == "in-process"), None)
     lines = ["| transport | users | processes | s / round: median (min-max, rounds 1..R-1) | ratio to in-process | join s | round 0 s (with the Welcome) "
-             "| projected 200 rounds | MB down on the wire (per client) | peak RSS MiB per process | threads at peak | CPU s | other work, cores |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+             "| floor s | ÷ floor | projected 200 rounds | MB down on the wire (per client) | peak RSS MiB per process | threads at peak | CPU s | other work, cores |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r, floor in zip(rows, floors, strict=True):
         training = r["round_seconds"][1 : r["rounds"]] or r["round_seconds"][:1]
         ratio = f"{r['round_seconds_median'] / base['round_seconds_median']:.2f}x" if base else "—"
         join = "—" if r["join_seconds"] is None else f"{r['join_seconds']:.1f}"
         rss = " / ".join(f"{(p['peak_rss_bytes'] or 0) / MiB:,.0f}" for p in r["processes"])
         lines.append(
             f"| {r['transport']} | {r['users']} | {len(r['processes'])} | {r['round_seconds_median']:.2f} ({min(training):.2f}-{max(training):.2f}) "
-            f"| {ratio} | {join} | {r['round_seconds'][0]:.1f} "
+            f"| {ratio} | {join} | {r['round_seconds'][0]:.1f} | {floor_cell(floor)} | {ratio_to_floor(r['round_seconds_median'], floor)} "
             f"| {r['projected_200_rounds_seconds'] / 60:.1f} min | {(r.get('wire_bytes_down_total') or r['bytes_down_total']) / 1e6:,.1f} "
             f"({r['bytes_down_total'] / 1e6:,.1f}) | {rss} "
             f"| {' / '.join(str(p['threads_peak']) for p in r['processes'])} | {sum(p['cpu_seconds'] or 0 for p in r['processes']):.0f} "
@@ -159,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     from secure_fedgraph.crypto.pki import init_keys
 
     users = args.users or CitationGraph.load(args.dataset, args.data_dir).num_nodes
-    rows = []
+    rows, floors = [], []
     with tempfile.TemporaryDirectory(prefix="nfedgnn-round-") as tmp:
         work = Path(tmp)
         for transport in [t for t in args.transports.split(",") if t]:
@@ -177,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 row = over_grpc(args, keys, work, users)
             rows.append(row)
             print(json.dumps(row), flush=True)
+            floors.append(round_floor(row))
+            print(json.dumps({"record": "floor", "transport": transport, **floors[-1]}), flush=True)
     print()
-    print(table(rows))
+    print(table(rows, floors))
     return 0
 
 

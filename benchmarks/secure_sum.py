@@ -35,7 +35,10 @@ How to run
 Output: stdout gets one JSON object per line, flushed as soon as it exists. The first line is
 ``"record": "meta"`` (versions, CPU model, cores, memory, date, git commit, arguments). Then one
 ``"record": "run"`` line per measurement (one per repeat), or ``"record": "skip"`` / ``"record":
-"error"`` lines saying which cell was not measured and why. After all measurements (unless
+"error"`` lines saying which cell was not measured and why. After all measurements, one
+``"record": "floor"`` line per mask cell (benchmarks/floor.py: what its key set-up and sum's
+cryptography must cost on the one core this process runs every party on, over the plain wall of
+the same n and L in this run; ``plain_s`` null where plain did not run) and (unless
 ``--json-only``) two markdown tables follow. Progress goes to stderr.
 
 How to read the JSON fields of a run line
@@ -76,6 +79,7 @@ How to read the JSON fields of a run line
 The tables: one row per (n, L); per backend the median (over repeats) of client seconds, server
 seconds, wall seconds and upload bytes per client (MB and multiple of float32), then ratios
 mask/plain and ckks/plain for wall and client seconds (only between measurements of this run), and
+mask wall / that floor ("mask floor s", "mask wall ÷ floor"; "—" without a plain cell in this run) and
 mask client seconds / PRG floor. The second table gives errors, bounds and peak memory.
 
 Targets (from the issue)
@@ -117,6 +121,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from floor import floor_cell, floor_of_sums, ratio_to_floor
 
 BACKENDS = ("plain", "mask", "ckks")
 BASE_MEMORY_BYTES = 400 * 2**20  # interpreter + numpy + tenseal + cryptography, measured roughly
@@ -615,12 +620,27 @@ def summarise(records: list[dict[str, Any]], skips: dict[tuple[str, int, int], s
         med["error_bound"] = rs[0].get("error_bound")
         med["within_bound"] = all(r.get("within_bound") is not False for r in rs)
         med["graph"], med["degree"], med["ring_bits"] = rs[0].get("graph"), rs[0].get("degree"), rs[0].get("ring_bits")
+        med["threshold"] = rs[0].get("threshold")
         med["repeats"] = len(rs)
         out[key] = med
     return out
 
 
-def tables(records, skips, args) -> str:
+def floors(records: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """(n, L) -> the floor of its mask round (benchmarks/floor.py): one key set-up and one sum,
+    every party's cryptography on one core (they all run in one process, one after another; no
+    contribution digest: nothing here resumes), over the median plain wall of the same (n, L) in
+    this run (plain_s None where plain did not run)."""
+    s = summarise(records, {})
+    out = {}
+    for (backend, n, L), cell in s.items():
+        if backend == "mask":
+            plain = s.get(("plain", n, L), {}).get("wall_seconds")
+            out[(n, L)] = floor_of_sums(cell, [(L, cell["ring_bits"])], n=n, plain_s=plain, fresh_keys=True, resumable=False, cores_used=1)
+    return out
+
+
+def tables(records, skips, args, floor_by_cell: dict[tuple[int, int], dict[str, Any]]) -> str:
     s = summarise(records, skips)
     pairs = sorted({(r["n"], r["L"]) for r in records} | {(n, L) for (_, n, L) in skips})
     bs = [b for b in BACKENDS if b in args.backends]
@@ -648,7 +668,8 @@ def tables(records, skips, args) -> str:
     if "plain" in bs and "ckks" in bs:
         ratio_cols += ["ckks/plain wall", "ckks/plain client"]
     if "mask" in bs:
-        ratio_cols += ["mask PRG floor s", "mask input s (per sum)", "mask input/PRG floor", "mask round client/PRG floor"]
+        ratio_cols += ["mask floor s", "mask wall ÷ floor", "mask PRG floor s", "mask input s (per sum)", "mask input/PRG floor",
+                       "mask round client/PRG floor"]
     head += ratio_cols
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -669,7 +690,9 @@ def tables(records, skips, args) -> str:
             row += [_fmt_ratio(get("ckks", n, L, "wall_seconds"), get("plain", n, L, "wall_seconds")),
                     _fmt_ratio(get("ckks", n, L, "client_seconds"), get("plain", n, L, "client_seconds"))]
         if "mask" in bs:
-            row += [cellval("mask", n, L, "prg_floor_seconds", _fmt_s),
+            floor = floor_by_cell.get((n, L))
+            row += [floor_cell(floor, ".3g"), ratio_to_floor(get("mask", n, L, "wall_seconds"), floor),
+                    cellval("mask", n, L, "prg_floor_seconds", _fmt_s),
                     cellval("mask", n, L, "mask_input_seconds", _fmt_s),
                     _fmt_ratio(get("mask", n, L, "mask_input_seconds"), get("mask", n, L, "prg_floor_seconds")),
                     _fmt_ratio(get("mask", n, L, "client_seconds"), get("mask", n, L, "prg_floor_seconds"))]
@@ -736,6 +759,9 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         failures += 1
                         emit({"record": "error", "backend": backend, "n": n, "L": L, "repeat": repeat, "error": payload})
+    floor_by_cell = floors(records)
+    for (n, L), floor in floor_by_cell.items():
+        emit({"record": "floor", "backend": "mask", **floor})
     total = time.perf_counter() - started
     peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -743,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
           "errors": failures, "peak_rss_mb_children": peak_children, "peak_rss_mb_self": peak_self})
     if not args.json_only:
         print()
-        print(tables(records, skips, args))
+        print(tables(records, skips, args, floor_by_cell))
         print()
         print(f"Total run time {total:.0f} s; peak RSS {max(peak_children, peak_self):.0f} MB.")
         sys.stdout.flush()

@@ -237,6 +237,18 @@ class FedSTGDSums:
         """``sync="batch"``: the global parameters' gradients, summed after every batch."""
         return SumSpec.of(GLOBAL_GRADIENT, global_weights, clip_range=GLOBAL_GRADIENT_CLIP, resolution=GRADIENT_RESOLUTION, streaming=True)
 
+    def batch(self, size: int, *, training: bool, synced: SumSpec | None = None) -> list[SumSpec]:
+        """The sums of one batch of ``size`` windows, in the order the server asks for them: the
+        P/Q sums, their gradients in reverse with exact gradients (training), then ``synced``
+        (the global gradient with ``sync="batch"``)."""
+        c = self.config
+        specs = []
+        if c.cross_client:
+            specs += [self.forward(index, size) for index in range(self.shape.n_sums)]
+            if training and c.gradients == "exact":
+                specs += [self.gradient(index, size) for index in reversed(range(self.shape.n_sums))]
+        return specs + ([] if synced is None else [synced])
+
     def per_batch(self, *, training: bool = True) -> int:
         """Secure sums per batch: one per GRU step and k, twice with exact gradients, and the
         global gradient sum with ``sync="batch"``."""
@@ -391,16 +403,9 @@ class FedSTGD(Plan):
 
     def _server_batch(self, ctx: ServerContext, sums: FedSTGDSums, size: int, *, training: bool, synced: SumSpec | None = None):
         """The sums of one batch; returns 1, or 0 when one of them was abandoned (the batch too)."""
-        c = self.config
         try:
-            if c.cross_client:
-                for index in range(sums.shape.n_sums):
-                    yield from ctx.secure_sum(sums.forward(index, size))
-                if training and c.gradients == "exact":
-                    for index in reversed(range(sums.shape.n_sums)):
-                        yield from ctx.secure_sum(sums.gradient(index, size))
-            if synced is not None:
-                yield from ctx.secure_sum(synced)
+            for spec in sums.batch(size, training=training, synced=synced):
+                yield from ctx.secure_sum(spec)
         except SumAbandoned:
             return 0
         return 1

@@ -29,16 +29,16 @@ from tests.helpers import SHAPES, make_inputs, sparse_config
 
 
 
-def _load_floor():
-    """benchmarks/floor.py by its path: a script folder, not a package (and opacus installs a
-    top-level package called ``benchmarks``)."""
-    spec = importlib.util.spec_from_file_location("floor_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "floor.py")
+def _load_benchmark(name: str, *, as_name: str):
+    """benchmarks/<name>.py by its path, as module ``as_name``: a script folder, not a package (and
+    opacus installs a top-level package called ``benchmarks``)."""
+    spec = importlib.util.spec_from_file_location(as_name, Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py")
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-floor = _load_floor()
+floor = _load_benchmark("floor", as_name="floor")  # the name the other benchmarks import it by
 MB, Primitive, floor_seconds, round_counts = floor.MB, floor.Primitive, floor.floor_seconds, floor.round_counts
 P = Primitive
 L = sum(math.prod(shape) for shape in SHAPES.values())  # 27 values per client
@@ -150,3 +150,42 @@ def test_floor_is_plain_plus_the_crypto_spread_over_the_cores():
     floor = floor_seconds(100, 1000, 20, 15, 32, plain_s=0.5, fresh_keys=True, measured=costs, cores_used=4)
     assert floor["client_cpu_s"] == pytest.approx(sum(client.values()) * 1e-6)
     assert floor["floor_s"] == pytest.approx(0.5 + (100 * sum(client.values()) + sum(server.values())) * 1e-6 / 4)
+
+
+@pytest.fixture
+def unit_costs(monkeypatch) -> dict:
+    """Every primitive 1 µs per unit: floors without measuring."""
+    costs = dict.fromkeys(Primitive, 1e-6)
+    monkeypatch.setattr(floor, "measure", lambda **kwargs: costs)
+    return costs
+
+
+def test_secure_sum_floor_is_its_own_runs(unit_costs):
+    """A mask cell's floor: its own degree, threshold and ring, one key set-up and sum on one core
+    without a digest, over the plain wall of the same (n, L); no plain cell, no floor in the table."""
+    secure_sum = _load_benchmark("secure_sum", as_name="secure_sum_benchmark")
+    cell = {"L": 1000, "peak_rss_mb": 100.0}
+    records = [{"backend": "plain", "n": 12, "wall_seconds": 0.25, **cell},
+               {"backend": "mask", "n": 12, "wall_seconds": 2.0, "graph": "complete", "degree": 11, "threshold": 8, "ring_bits": 32, **cell},
+               {"backend": "mask", "n": 30, "wall_seconds": 5.0, "graph": "complete", "degree": 29, "threshold": 20, "ring_bits": 64, **cell}]
+    found = secure_sum.floors(records)
+    expected = floor_seconds(12, 1000, 11, 8, 32, plain_s=0.25, fresh_keys=True, resumable=False, cores_used=1)
+    assert found[(12, 1000)]["floor_s"] == pytest.approx(expected["floor_s"])
+    alone = floor_seconds(30, 1000, 29, 20, 64, plain_s=0.0, fresh_keys=True, resumable=False, cores_used=1)
+    assert found[(30, 1000)]["plain_s"] is None and found[(30, 1000)]["floor_s"] == pytest.approx(alone["floor_s"])
+    rows = secure_sum.tables(records, {}, SimpleNamespace(backends=["plain", "mask"]), found).splitlines()
+    assert f"| {expected['floor_s']:.3g} | {2.0 / expected['floor_s']:.2f}x |" in rows[2]
+    assert "| — | — |" in rows[3]
+
+
+def test_fedrel_floor_counts_its_sums_after_one_key_setup(unit_costs):
+    """FedRel's round: a key set-up, d_hat (m values, opening the shares), then the relevance sum
+    in its own (64-bit) ring with the keys kept, over the plain round, all on one core."""
+    fedrel_round = _load_benchmark("fedrel_round", as_name="fedrel_round_benchmark")
+    args = fedrel_round.parse_args(["--clients", "3"])
+    found = fedrel_round.round_floor(args, "relevance", {"degree": 2, "threshold": 3}, 0.5)
+    m, values = (s.size for s in fedrel_round.FedRelSums(fedrel_round.run_config(args, "relevance")).per_round())
+    crypto = sum(floor_seconds(3, L, 2, 3, ring, plain_s=0.0, fresh_keys=fresh, cores_used=1)["crypto_cpu_s"]
+                 for L, ring, fresh in ((m, 32, True), (values, 64, False)))
+    assert [(s["L"], s["ring_bits"], s["fresh_keys"]) for s in found["sums"]] == [(m, 32, True), (values, 64, False)]
+    assert found["floor_s"] == pytest.approx(0.5 + crypto)

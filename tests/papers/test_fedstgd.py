@@ -178,6 +178,9 @@ def test_sum_counts_follow_the_configuration():
     assert FedSTGDSums(dataclasses.replace(config, gradients="detached")).per_batch() == 16
     assert FedSTGDSums(dataclasses.replace(config, inter_client=False)).per_batch() == 0
     assert config.batches("train") == [8, 8] and config.batches("val") == [16]
+    sums = FedSTGDSums(config)
+    assert [s.name for s in sums.batch(8, training=True)] == ["pq"] * 16 + ["pq-grad"] * 16  # the order the server asks in
+    assert len(sums.batch(8, training=False)) == sums.per_batch(training=False) == 16
 
 
 @pytest.fixture(scope="module")
