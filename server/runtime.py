@@ -36,7 +36,7 @@ from secure_fedgraph.protocol.sum_backends.adversary import majority
 from secure_fedgraph.protocol.sum_backends.config import SecureSumConfig, config_to_dict
 from secure_fedgraph.protocol.sum_backends.factory import make_server
 from secure_fedgraph.protocol.core.session import Sequencer, new_proposal
-from secure_fedgraph.protocol.core.steps import drive
+from secure_fedgraph.protocol.core.steps import StepProgress, drive
 from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport
 from secure_fedgraph.server import checkpoint
@@ -70,8 +70,9 @@ def run_config(plan: Plan, secure: SecureSumConfig) -> dict[str, Any]:
     return {"plan": json.loads(plan.config_json()), "secure_sum": config_to_dict(secure), "version": __version__}
 
 
-def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) -> dict[str, Any]:
+def run_server(options: ServerOptions, *, say: Callable[[str], None] = print, progress: StepProgress | None = None) -> dict[str, Any]:
     """Run one plan to completion (or, with ``resume``, from its checkpoint); return (and write) its metrics.
+    ``progress`` hears each step and each answer received (protocol/engine/progress.py).
 
     Raises:
         ConfigError: missing keys, a busy address, or (resume) no checkpoint of this run.
@@ -99,7 +100,8 @@ def run_server(options: ServerOptions, *, say: Callable[[str], None] = print) ->
     transcript = TranscriptWriter(options.out / "transcript.bin") if options.transcript else None
     events: list[str] = []
     transport = GrpcServerTransport(expected, step_timeout_s=options.step_timeout_s, max_message_bytes=options.max_message_bytes,
-                                    hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append)
+                                    hello_timeout_s=options.hello_timeout_s, queue_depth=options.queue_depth, transcript=transcript, log=events.append,
+                                    progress=progress)
     # at most one stream per client (a host's stream speaks for several), so n + 8 at once (R-STREAMS)
     port = transport.listen(options.bind, ca=ca, cert=keys.server_cert.read_bytes(), key=keys.server_key.read_bytes(),
                             max_streams=len(expected) + EXTRA_STREAMS)

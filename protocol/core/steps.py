@@ -10,7 +10,8 @@ uploads are summed as they arrive and never kept). A transport executes steps: i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -45,6 +46,37 @@ class Transport(Protocol):
     """Delivers a step's requests and collects the answers."""
 
     def execute(self, step: Step) -> StepOutcome: ...
+
+
+class StepProgress(Protocol):
+    """Hears how far a transport is with each step (a live bar or periodic lines: protocol/engine/progress.py),
+    so a long step is not silent. Defined here, below the transports, so they take one without
+    importing the engine. It learns the step (its stage, phase, round and how many clients were
+    asked) and a count of answers, never their content."""
+
+    def started(self, step: Step) -> None: ...
+
+    def answered(self) -> None: ...
+
+    def finished(self) -> None: ...
+
+
+def _nothing() -> None:
+    return None
+
+
+@contextmanager
+def reporting(progress: StepProgress | None, step: Step) -> Iterator[Callable[[], None]]:
+    """A transport's step under ``progress`` (None: unreported): yields the callable to call once
+    per client that answered; the step is reported finished however it ends."""
+    if progress is None:
+        yield _nothing
+        return
+    progress.started(step)
+    try:
+        yield progress.answered
+    finally:
+        progress.finished()
 
 
 def drive(steps: StepGen[T], transport: Transport, *, timer: Callable[[float], None] | None = None) -> T:

@@ -1,12 +1,18 @@
-"""Per-round progress lines and the traffic summary a run writes to metrics.json, the same for
-the in-process ``run`` command and the gRPC server."""
+"""Per-round progress lines, live progress within a round, and the traffic summary a run writes
+to metrics.json, the same for the in-process ``run`` command and the gRPC server."""
 
 from __future__ import annotations
 
+import json
+import sys
+import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
+from tqdm import tqdm
+
+from secure_fedgraph.protocol.core.steps import Step
 from secure_fedgraph.protocol.engine.contexts import RoundReport, ServerContext
 from secure_fedgraph.protocol.transports.common import Traffic
 
@@ -65,3 +71,125 @@ def traffic_summary(traffic: Traffic, ctx: ServerContext) -> dict[str, Any]:
         "wall_seconds_by_stage": {s.value: round(t, 4) for s, t in traffic.wall_by_stage.items()},
         "slowest_step_seconds_by_stage": {s.value: round(t, 4) for s, t in traffic.slowest_by_stage.items()},  # vs --step-timeout
     }
+
+
+class StepReporter:
+    """Live progress within a round (issue 33): for each step a transport executes, its round,
+    phase and stage, how many clients were asked, how many have answered and the seconds since it
+    began, so a step of minutes is not silent. It is a :class:`~secure_fedgraph.protocol.core.steps.StepProgress`.
+
+    With ``live`` (default: ``stream`` is a terminal) a tqdm bar, redrawn in place and cleared
+    when the step ends, so the per-round lines on stdout never share a line with it. Otherwise
+    plain lines (``json_lines``: one JSON object each, with stage, phase, round, answered, asked,
+    seconds): one at most every ``every_s`` seconds for a step past ``after_s`` seconds, and one
+    at its end, so short steps (and the test suite) print nothing. A ticker thread looks every
+    ``tick_s`` seconds (None: only when an answer arrives), so a step whose clients answer
+    together at its end (gRPC) still shows its time. Only counts, names and seconds are shown,
+    never a message's content (STYLE.md 2.5)."""
+
+    def __init__(self, *, stream: TextIO | None = None, live: bool | None = None, json_lines: bool = False, after_s: float = 5.0,
+                 every_s: float = 10.0, tick_s: float | None = 1.0, bar_delay_s: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.live = (not json_lines and _is_terminal(self.stream)) if live is None else live
+        self.json_lines = json_lines
+        self.after_s, self.every_s, self.tick_s, self.bar_delay_s = after_s, every_s, tick_s, bar_delay_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._step: Step | None = None
+        self._round: int | None = None
+        self._asked = self._answered = 0
+        self._began = 0.0
+        self._shown: tuple[float, int] | None = None  # (when, answered) of the step's last line
+        self._bar: tqdm | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def started(self, step: Step) -> None:
+        """A transport begins ``step``: its requests go to ``len(step.requests)`` clients."""
+        with self._lock:
+            self._step, self._round = step, _round_of(step)
+            self._asked, self._answered = len(step.requests), 0
+            self._began, self._shown = self.clock(), None
+            if self.live:
+                self._bar = tqdm(total=self._asked, desc=" · ".join(self._names()), file=self.stream, leave=False, delay=self.bar_delay_s,
+                                 bar_format="{desc}: {n_fmt}/{total_fmt} clients, {elapsed_s:.0f} s |{bar}|", dynamic_ncols=True)
+            self._tick()
+        if self.tick_s is not None:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick_until_stopped, daemon=True, name="step-progress")
+            self._ticker.start()
+
+    def answered(self) -> None:
+        """One more client answered the step."""
+        with self._lock:
+            self._answered += 1
+            if self._bar is not None:
+                self._bar.update(1)
+            self._tick()
+
+    def finished(self) -> None:
+        """The step is over: its bar goes, and a step that ran past ``after_s`` gets its last count."""
+        if self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+            self._ticker = None
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+            elif self._step is not None and self.clock() - self._began >= self.after_s and (self._shown is None or self._shown[1] != self._answered):
+                self._line()
+            self._step = None
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            with self._lock:
+                self._tick()
+
+    def _tick(self) -> None:
+        """Under the lock: redraw the bar's seconds, or write a line if one is due."""
+        if self._step is None:
+            return
+        now = self.clock()
+        if self._bar is not None:
+            if now - self._began >= self.bar_delay_s:
+                self._bar.refresh()
+        elif now - self._began >= self.after_s and (self._shown is None or now - self._shown[0] >= self.every_s):
+            self._line()
+
+    def _line(self) -> None:
+        now = self.clock()
+        seconds = now - self._began
+        self._shown = (now, self._answered)
+        step = self._step
+        if self.json_lines:
+            line = json.dumps({"stage": step.stage.value, "phase": step.phase, "round": self._round, "answered": self._answered,
+                               "asked": self._asked, "seconds": round(seconds, 1)})
+        else:
+            line = f"{', '.join(self._names())}: {self._answered} of {self._asked} clients answered, {seconds:.0f} s"
+        print(line, file=self.stream, flush=True)
+
+    def _names(self) -> list[str]:
+        """Round, phase (where the plan names one) and stage, for a line or a bar."""
+        return [*([f"round {self._round}"] if self._round is not None else []), *([self._step.phase] if self._step.phase else []),
+                self._step.stage.value.replace("_", " ")]
+
+
+def _round_of(step: Step) -> int | None:
+    """The round a step's requests name in their headers: None for a request without one, or
+    before the first round (the session's opening steps say round -1)."""
+    header = getattr(next(iter(step.requests.values()), None), "header", None)
+    number = getattr(header, "round", None)
+    return number if isinstance(number, int) and number >= 0 else None
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def step_reporter(*, quiet: bool, json_lines: bool) -> StepReporter | None:
+    """The progress the ``run`` and ``server`` commands show on stderr: none with ``--quiet``,
+    JSON lines with ``--log-format json``, else a bar on a terminal and plain lines elsewhere."""
+    return None if quiet else StepReporter(json_lines=json_lines)

@@ -44,7 +44,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.identity_uris import uri_ranges
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.messages import Hello
-from secure_fedgraph.protocol.core.steps import Step, StepOutcome
+from secure_fedgraph.protocol.core.steps import Step, StepOutcome, StepProgress, reporting
 from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.common import Traffic
@@ -201,7 +201,10 @@ class GrpcServerTransport:
         queue_depth: int = 1,
         transcript: TranscriptWriter | None = None,
         log: Callable[[str], None] = lambda line: None,
+        progress: StepProgress | None = None,
     ) -> None:
+        """``progress`` hears each step start, each answer as it is received and the step's end
+        (protocol/engine/progress.py); None: nothing."""
         if queue_depth < 1:
             raise ConfigError(f"queue_depth must be at least 1, got {queue_depth}")
         self.expected = frozenset(expected)
@@ -211,6 +214,7 @@ class GrpcServerTransport:
         self.queue_depth = queue_depth
         self.transcript = transcript
         self.log = log
+        self.progress = progress
         self.connections: dict[int, HostConnection] = {}  # joined client -> the stream it joined on
         self.streams: set[int] = set()  # client ids claimed by a stream now (each by one at most)
         self.joining = True  # False once the run has started: later streams are refused
@@ -398,7 +402,8 @@ class GrpcServerTransport:
     def execute(self, step: Step) -> StepOutcome:
         begun_step = time.perf_counter()
         try:
-            return self._execute(step)
+            with reporting(self.progress, step) as answered:
+                return self._execute(step, answered)
         finally:
             self.traffic.timed(step, time.perf_counter() - begun_step)
 
@@ -409,7 +414,7 @@ class GrpcServerTransport:
             self.traffic.wire_down += len(batch)
             connection.outbound.put(batch)
 
-    def _execute(self, step: Step) -> StepOutcome:
+    def _execute(self, step: Step, answered: Callable[[], None]) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
         encoded: dict[int, bytes] = {}
         outgoing: dict[HostConnection, list[Frame]] = {}
@@ -476,6 +481,7 @@ class GrpcServerTransport:
                     self._ignore(connection, f"ignored a message from client {client} that answers no pending request ({len(frame.body)} bytes)")
                     continue
                 pending.discard(client)
+                answered()
                 if self.transcript is not None:
                     self.transcript.record(RECEIVED, client, frame.body, at=time.time())
                 reason = self.traffic.answer(step, client, frame.body)

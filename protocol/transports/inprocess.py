@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.core.stages import Stage
-from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome, drive
+from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome, StepProgress, drive, reporting
 from secure_fedgraph.protocol.transports.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.common import Traffic
 
@@ -49,6 +49,8 @@ class LocalRunner:
         record: keep every message the server received, as (stage, client, wire bytes).
         transcripts: write every party's transcript (what each sent and received, as the gRPC
             runtimes do with ``--transcript``).
+        progress: hears each step start, each client's answer (the clients answer one after
+            another here) and the step's end (protocol/engine/progress.py); None: nothing.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class LocalRunner:
         intercept: Intercept | None = None,
         record: bool = False,
         transcripts: RunTranscripts | None = None,
+        progress: StepProgress | None = None,
     ) -> None:
         self.server = server
         self.clients = dict(clients)
@@ -70,6 +73,7 @@ class LocalRunner:
         self.traffic = Traffic()
         self.received: list[tuple[Stage, int, bytes]] | None = [] if record else None
         self.transcripts = transcripts
+        self.progress = progress
 
     def run(self, steps: StepGen[T]) -> T:
         """Drive ``steps`` to completion and return its result."""
@@ -79,6 +83,10 @@ class LocalRunner:
         self.traffic.server_seconds += seconds
 
     def execute(self, step: Step) -> StepOutcome:
+        with reporting(self.progress, step) as answered:
+            return self._execute(step, answered)
+
+    def _execute(self, step: Step, answered: Callable[[], None]) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
         encoded: dict[int, bytes] = {}  # a request object sent to many clients is encoded once
         for client, request in step.requests.items():
@@ -115,6 +123,7 @@ class LocalRunner:
                 continue
             if self.received is not None:
                 self.received.append((step.stage, client, up))
+            answered()
             reason = self.traffic.answer(step, client, up)
             if reason is None:
                 accepted.add(client)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.validation import positive, positive_number
+
+if TYPE_CHECKING:  # imports torch: the handlers import it, after the checks
+    from secure_fedgraph.protocol.engine.progress import StepReporter
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -89,3 +92,21 @@ def numbers(option: str, text: str, kind: type, check: Callable[[Any], object]) 
         except ConfigError as exc:
             raise ConfigError(f"{option}: {exc}") from None
     return values
+
+
+def add_progress_options(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` and ``--log-format``, for the commands that run plans (``run``, ``server``): how
+    the progress within a round shows on stderr (protocol/engine/progress.py); stdout keeps its lines."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress within a round on stderr (the per-round lines on stdout stay)")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="progress within a round: text (a live bar on a terminal, else a line at most every 10 s of a step past "
+                             "5 s) or json (such lines as JSON objects: stage, phase, round, answered, asked, seconds); default text")
+
+
+def progress_from_args(args: argparse.Namespace) -> StepReporter | None:
+    """The progress reporter ``add_progress_options`` asked for (None with ``--quiet``); imported
+    in the handler, after the checks."""
+    from secure_fedgraph.protocol.engine.progress import step_reporter
+
+    return step_reporter(quiet=args.quiet, json_lines=args.log_format == "json")

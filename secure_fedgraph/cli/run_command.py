@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from secure_fedgraph.cli.arguments import count, positive_float
+from secure_fedgraph.cli.arguments import add_progress_options, count, positive_float, progress_from_args
 from secure_fedgraph.cli.plans import has_test_metrics, plan_from_args, test_summary
 from secure_fedgraph.cli.secure_options import add_secure_options, secure_config
 
@@ -37,6 +37,7 @@ def add_parser(commands: argparse._SubParsersAction, *, plans: str) -> None:
     run.add_argument("--transcript", action="store_true",
                      help="also write every party's transcript: RUN_DIR/transcript.bin (the server's) and RUN_DIR/clients/client-<id>.bin "
                           "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`; replaces transcripts the folder held")
+    add_progress_options(run)
     add_secure_options(run)
     run.set_defaults(handler=_run, check=_check)
 
@@ -58,18 +59,19 @@ def _run(args: argparse.Namespace) -> int:
     from secure_fedgraph.runs.simulate import simulate, simulate_one_party
 
     plan, secure = plan_from_args(args), secure_config(args)
+    progress = progress_from_args(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if len(plan.client_ids()) == 1:
         print(f"run: {plan.name} with one party holding all the data (its centralised baseline: every sum is its own value)")
         started = time.perf_counter()
-        metrics = {**simulate_one_party(plan, data_dir=args.data_dir, say=print), "config": json.loads(plan.config_json()),
+        metrics = {**simulate_one_party(plan, data_dir=args.data_dir, say=print, progress=progress), "config": json.loads(plan.config_json()),
                    "seconds": time.perf_counter() - started, "transport": "in-process, one party"}
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))
         print(f"run: done in {metrics['seconds']:.1f} s: {test_summary(metrics)}; metrics in {out / 'metrics.json'}")
         return 0
     print(f"run: {plan.name} in one process, {len(plan.client_ids())} clients, {secure.backend.value} backend")
-    result = simulate(plan, secure, data_dir=args.data_dir, say=print, transcripts=out if args.transcript else None)
+    result = simulate(plan, secure, data_dir=args.data_dir, say=print, transcripts=out if args.transcript else None, progress=progress)
     metrics = {**result.metrics, "backend": secure.backend.value, "secure_sum": config_to_dict(secure),
                "config": json.loads(plan.config_json()), "seconds": result.seconds, "transport": "in-process"}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=str))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from secure_fedgraph import __version__
-from secure_fedgraph.cli.arguments import count, positive_float
+from secure_fedgraph.cli.arguments import add_progress_options, count, positive_float, progress_from_args
 from secure_fedgraph.cli.keys_command import check_keys
 from secure_fedgraph.cli.plans import has_test_metrics, plan_from_args, set_item, test_summary
 from secure_fedgraph.cli.secure_options import add_crash_option, add_secure_options, given_secure_options, secure_config
@@ -46,6 +46,7 @@ def add_parser(commands: argparse._SubParsersAction, *, plans: str) -> None:
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
     server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
                         "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    add_progress_options(server)
     add_secure_options(server)
     add_crash_option(server, "this server on entering the N-th (default first) step of STAGE")
     server.set_defaults(handler=_server, check=_check)
@@ -139,7 +140,7 @@ def _server(args: argparse.Namespace) -> int:
         resume=bool(args.resume),
         crash_at=None if args.crash_at is None else CrashPoint.parse(args.crash_at),
     )
-    metrics = run_server(options)
+    metrics = run_server(options, progress=progress_from_args(args))
     summary = f"{test_summary(metrics)}; " if has_test_metrics(metrics) else ""
     print(f"server: done in {metrics['seconds']:.1f} s: {summary}metrics in {options.out / 'metrics.json'}")
     return 0

@@ -27,6 +27,7 @@ from secure_fedgraph.protocol.sum_backends.plain import OnePartyServer
 from secure_fedgraph.protocol.sum_backends.roles import ServerRole, check_directory
 from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.protocol.core.steps import StepProgress
 from secure_fedgraph.protocol.transports.transcript import RunTranscripts
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 from secure_fedgraph.protocol.core.messages import Welcome
@@ -57,6 +58,7 @@ def simulate(
     restart_at: CrashPoint | None = None,
     reproducible_noise: bool = False,
     transcripts: str | os.PathLike | None = None,
+    progress: StepProgress | None = None,
 ) -> SimulationResult:
     """Run ``plan`` end to end in one process over the in-process transport. With ``say``,
     print one progress line per round (and keep the rows in the metrics' ``round_log``).
@@ -70,15 +72,18 @@ def simulate(
     --reproducible-dp-noise`` (to compare a DP run across transports; the server could remove
     such noise); off: fresh OS randomness. ``transcripts``: a folder for every party's transcript
     (``transcript.bin``, the server's; ``clients/client-<id>.bin`` with each client's audit
-    records), which ``secure-fedgraph audit`` reads as it reads a run across processes."""
+    records), which ``secure-fedgraph audit`` reads as it reads a run across processes.
+    ``progress``: hears each step and each client's answer (protocol/engine/progress.py), so a
+    long step shows how far it is."""
     return _simulate(plan, secure, make_server, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                     restart_at=restart_at, reproducible_noise=reproducible_noise, transcripts=transcripts)
+                     restart_at=restart_at, reproducible_noise=reproducible_noise, transcripts=transcripts, progress=progress)
 
 
 ONE_PARTY = SecureSumConfig(backend=Backend.PLAIN, min_survivors=1)
 
 
-def simulate_one_party(plan: Plan, *, data_dir: str | os.PathLike | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def simulate_one_party(plan: Plan, *, data_dir: str | os.PathLike | None = None, say: Callable[[str], None] | None = None,
+                       progress: StepProgress | None = None) -> dict[str, Any]:
     """A plan's centralised baseline: its one client holds all the data and runs the same plan
     through the same runner, every sum being its own value (no protocol protects anything here,
     and none is needed). Returns the metrics a federated run reports, named ``<plan>-centralised``.
@@ -90,7 +95,7 @@ def simulate_one_party(plan: Plan, *, data_dir: str | os.PathLike | None = None,
         raise ConfigError(f"plan {plan.name} has no one-party run: it needs at least 2 clients")
     if len(plan.client_ids()) != 1:
         raise ConfigError(f"a one-party run has one client, got {len(plan.client_ids())}")
-    metrics = _simulate(plan, ONE_PARTY, _one_party_server, data_dir=data_dir, say=say).metrics
+    metrics = _simulate(plan, ONE_PARTY, _one_party_server, data_dir=data_dir, say=say, progress=progress).metrics
     return {**metrics, "plan": f"{plan.name}-centralised"}
 
 
@@ -113,19 +118,20 @@ class _Host:
 
 def _simulate(plan: Plan, secure: SecureSumConfig, server_role: Callable[..., ServerRole], *, data_dir, drop=None, intercept=None,
               record=False, say=None, policy=None, restart_at: CrashPoint | None = None, reproducible_noise: bool = False,
-              transcripts=None) -> SimulationResult:
+              transcripts=None, progress: StepProgress | None = None) -> SimulationResult:
     started = time.perf_counter()
     writers = RunTranscripts(transcripts) if transcripts is not None else None
     try:
         return _simulate_with(plan, secure, server_role, data_dir=data_dir, drop=drop, intercept=intercept, record=record, say=say, policy=policy,
-                              restart_at=restart_at, reproducible_noise=reproducible_noise, writers=writers, started=started)
+                              restart_at=restart_at, reproducible_noise=reproducible_noise, writers=writers, started=started,
+                              progress=progress)
     finally:
         if writers is not None:
             writers.close()
 
 
 def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, record, say, policy, restart_at, reproducible_noise, writers,
-                   started) -> SimulationResult:
+                   started, progress) -> SimulationResult:
     if restart_at is not None:
         check_resumable(plan.name)
     ids = plan.client_ids()
@@ -137,7 +143,7 @@ def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, reco
     server_data = plan.load_server_data(data_dir)
     checkpoints: list[tuple[int, Any, dict[str, Any], list[dict[str, Any]]]] = []  # (round, state, context, round log)
     session = partial(_session, plan, secure, server_role, identities, memories, server_data, checkpoints, drop=drop, intercept=intercept,
-                      record=record, say=say, policy=policy, writers=writers)
+                      record=record, say=say, policy=policy, writers=writers, progress=progress)
     saved = None
     if restart_at is not None:
         try:
@@ -157,7 +163,7 @@ def _simulate_with(plan, secure, server_role, *, data_dir, drop, intercept, reco
 
 
 def _session(plan, secure, server_role, identities, memories, server_data, checkpoints, *, saved, crash_at, drop, intercept, record, say,
-             policy, writers: RunTranscripts | None):
+             policy, writers: RunTranscripts | None, progress: StepProgress | None):
     """One session of the run: a new session id (the server's proposal and the clients' nonces)
     and keys, the server resumed from ``saved`` (a checkpoint: round, state, context snapshot,
     round log) and each client from its memory."""
@@ -178,7 +184,7 @@ def _session(plan, secure, server_role, identities, memories, server_data, check
         return _Host(host, memories[c])
 
     runner = LocalRunner(None, {c: OpeningClient(c, partial(build, c)) for c in live}, drop=drop, intercept=intercept, record=record,
-                         transcripts=writers)
+                         transcripts=writers, progress=progress)
     rounds = RoundLog(runner.traffic, say) if say is not None else None
 
     def keep(round_index: int, state: Any) -> None:
