@@ -4,6 +4,7 @@ to metrics.json, the same for the in-process ``run`` command and the gRPC server
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -112,8 +113,10 @@ class StepReporter:
             self._asked, self._answered = len(step.requests), 0
             self._began, self._shown = self.clock(), None
             if self.live:
+                sized = _columns(self.stream) is not None  # a terminal of width 0 (a bare pseudo-terminal) would show tqdm nothing
                 self._bar = tqdm(total=self._asked, desc=" · ".join(self._names()), file=self.stream, leave=False, delay=self.bar_delay_s,
-                                 bar_format="{desc}: {n_fmt}/{total_fmt} clients, {elapsed_s:.0f} s |{bar}|", dynamic_ncols=True)
+                                 bar_format="{desc}: {n_fmt}/{total_fmt} clients, {elapsed_s:.0f} s |{bar}|", dynamic_ncols=sized,
+                                 ncols=None if sized else 100, nrows=None if sized else 20)
             self._tick()
         if self.tick_s is not None:
             self._stop.clear()
@@ -187,6 +190,14 @@ def _round_of(step: Step) -> int | None:
 def _is_terminal(stream: TextIO) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def _columns(stream: TextIO) -> int | None:
+    """The terminal's width, or None where it reports none (not a terminal, or a size of 0)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def step_reporter(*, quiet: bool, json_lines: bool) -> StepReporter | None:

@@ -28,6 +28,7 @@ from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, run_clients
 from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
 from secure_fedgraph.papers.synthetic import FedAvgVector, FedAvgVectorConfig
+from secure_fedgraph.protocol.core.steps import StepProgress
 from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.grpc_client import ClientStream
 from secure_fedgraph.protocol.transports.grpc_server import GrpcServerTransport
@@ -94,8 +95,9 @@ class LiveServer:
 
 
 def start_server(work: Path, *, clients: int, keys_for: int | None = None, length: int = 64, rounds: int = 1,
-                 **options: Any) -> LiveServer:
-    """A fedavg-vector run of ``clients`` clients (mask backend) waiting on a free port."""
+                 progress: StepProgress | None = None, **options: Any) -> LiveServer:
+    """A fedavg-vector run of ``clients`` clients (mask backend) waiting on a free port;
+    ``progress`` hears its steps (protocol/engine/progress.py)."""
     root = work / "keys"
     keys = KeyDirectory(root if root.exists() else init_keys(root, clients=keys_for or clients).root)
     live = LiveServer(keys, work / "run")
@@ -109,7 +111,7 @@ def start_server(work: Path, *, clients: int, keys_for: int | None = None, lengt
 
     def serve() -> None:
         try:
-            live.metrics = run_server(server_options, say=live.said.append)
+            live.metrics = run_server(server_options, say=live.said.append, progress=progress)
         except BaseException as exc:  # noqa: BLE001 handed to wait()
             live.error = exc
 

@@ -19,6 +19,7 @@ from secure_fedgraph.protocol.engine import progress
 from secure_fedgraph.protocol.engine.progress import StepReporter
 from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.runs.simulate import simulate
+from tests.helpers import grpc as live
 
 CLIENTS = 3
 
@@ -100,6 +101,18 @@ def test_the_live_bar_names_the_step_and_counts_clients():
     reporter = StepReporter(stream=stream, live=True, tick_s=None, bar_delay_s=0.0)
     simulate(PhasedVector(FedAvgVectorConfig(clients=CLIENTS, length=8)), SecureSumConfig(backend=Backend.PLAIN), progress=reporter)
     assert "round 0 · averaging · input: 3/3 clients" in stream.getvalue()
+
+
+def test_over_grpc_each_answer_received_counts(tmp_path):
+    """The server's transport reports each answer as it is received, up to the clients asked."""
+    stream = io.StringIO()
+    reporter = StepReporter(stream=stream, live=False, json_lines=True, after_s=0.0, every_s=0.0, tick_s=None)
+    server = live.start_server(tmp_path, clients=CLIENTS, length=8, progress=reporter)
+    live.start_clients(server, list(range(CLIENTS))).wait()
+    server.wait()
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    inputs = [(r["answered"], r["asked"]) for r in records if r["stage"] == "input"]
+    assert inputs == [(0, CLIENTS), (1, CLIENTS), (2, CLIENTS), (3, CLIENTS)]
 
 
 @pytest.mark.parametrize("command", [["run", "fedavg-vector", "--out", "RUN"], ["server", "--bind", "127.0.0.1:0", "--plan", "fedavg-vector",
