@@ -38,6 +38,7 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
                 assert time.monotonic() < deadline, "the holder's stream never reached the server"
                 time.sleep(0.01)
             turned_away: list[grpc.RpcError] = []
+            joined_on: list[grpc_client.ClientConnection] = []  # held until the step is over: a stream dropped with its last reference is cancelled
 
             def join() -> None:
                 try:
@@ -46,6 +47,7 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
                     turned_away.append(exc)
                     return
                 connection.send([connection.answer(1, Ack(Header(bytes(16), 0, 1, Stage.END, 1)))])  # answers the request it joined on
+                joined_on.append(connection)
 
             thread = threading.Thread(target=join, daemon=True)
             thread.start()
@@ -56,6 +58,8 @@ def test_attack_a_client_turned_away_at_the_stream_limit_tries_again_and_joins(m
             outcome = transport.execute(Step(Stage.END, {1: EndRequest(Header(bytes(16), 0, 1, Stage.END, SERVER), "x")}, lambda c, r: None)) \
                 if joined else None
             thread.join(30)
+            for connection in joined_on:
+                connection.close()
             holder.cancel()
         print("state after the attempt (shown if the test fails):", "joined", joined, "outcome", outcome, "turned away",
               [(e.code(), e.details()) for e in turned_away], "connecting", thread.is_alive(), "codes", codes, flush=True)
