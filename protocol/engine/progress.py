@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -75,7 +76,7 @@ def traffic_summary(traffic: Traffic, ctx: ServerContext) -> dict[str, Any]:
 
 
 class StepReporter:
-    """Live progress within a round (issue 33): for each step a transport executes, its round,
+    """Live progress within a round: for each step a transport executes, its round,
     phase and stage, how many clients were asked, how many have answered and the seconds since it
     began, so a step of minutes is not silent. It is a :class:`~secure_fedgraph.protocol.core.steps.StepProgress`.
 
@@ -83,9 +84,10 @@ class StepReporter:
     when the step ends, so the per-round lines on stdout never share a line with it. Otherwise
     plain lines (``json_lines``: one JSON object each, with stage, phase, round, answered, asked,
     seconds): one at most every ``every_s`` seconds for a step past ``after_s`` seconds, and one
-    at its end, so short steps (and the test suite) print nothing. A ticker thread looks every
-    ``tick_s`` seconds (None: only when an answer arrives), so a step whose clients answer
-    together at its end (gRPC) still shows its time. Only counts, names and seconds are shown,
+    at its end, so short steps (and the test suite) print nothing. One ticker thread, started
+    with the first step and ending with the reporter, looks every ``tick_s`` seconds (None: only
+    when an answer arrives), so a step whose clients answer together at its end (gRPC) still shows
+    its time; a run has thousands of steps, so none of them starts a thread of its own. Only counts, names and seconds are shown,
     never a message's content (STYLE.md 2.5)."""
 
     def __init__(self, *, stream: TextIO | None = None, live: bool | None = None, json_lines: bool = False, after_s: float = 5.0,
@@ -103,7 +105,6 @@ class StepReporter:
         self._began = 0.0
         self._shown: tuple[float, int] | None = None  # (when, answered) of the step's last line
         self._bar: tqdm | None = None
-        self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
     def started(self, step: Step) -> None:
@@ -118,10 +119,10 @@ class StepReporter:
                                  bar_format="{desc}: {n_fmt}/{total_fmt} clients, {elapsed_s:.0f} s |{bar}|", dynamic_ncols=sized,
                                  ncols=None if sized else 100, nrows=None if sized else 20)
             self._tick()
-        if self.tick_s is not None:
-            self._stop.clear()
-            self._ticker = threading.Thread(target=self._tick_until_stopped, daemon=True, name="step-progress")
-            self._ticker.start()
+            if self.tick_s is not None and self._ticker is None:
+                self._ticker = threading.Thread(target=_tick_while_alive, args=(weakref.ref(self), self.tick_s), daemon=True,
+                                                name="step-progress")
+                self._ticker.start()
 
     def answered(self) -> None:
         """One more client answered the step."""
@@ -133,10 +134,6 @@ class StepReporter:
 
     def finished(self) -> None:
         """The step is over: its bar goes, and a step that ran past ``after_s`` gets its last count."""
-        if self._ticker is not None:
-            self._stop.set()
-            self._ticker.join()
-            self._ticker = None
         with self._lock:
             if self._bar is not None:
                 self._bar.close()
@@ -144,11 +141,6 @@ class StepReporter:
             elif self._step is not None and self.clock() - self._began >= self.after_s and (self._shown is None or self._shown[1] != self._answered):
                 self._line()
             self._step = None
-
-    def _tick_until_stopped(self) -> None:
-        while not self._stop.wait(self.tick_s):
-            with self._lock:
-                self._tick()
 
     def _tick(self) -> None:
         """Under the lock: redraw the bar's seconds, or write a line if one is due."""
@@ -177,6 +169,18 @@ class StepReporter:
         """Round, phase (where the plan names one) and stage, for a line or a bar."""
         return [*([f"round {self._round}"] if self._round is not None else []), *([self._step.phase] if self._step.phase else []),
                 self._step.stage.value.replace("_", " ")]
+
+
+def _tick_while_alive(reporter: weakref.ref[StepReporter], tick_s: float) -> None:
+    """The ticker: holds the reporter only while it ticks, so it ends once the reporter is gone."""
+    while True:
+        time.sleep(tick_s)
+        alive = reporter()
+        if alive is None:
+            return
+        with alive._lock:
+            alive._tick()
+        del alive
 
 
 def _round_of(step: Step) -> int | None:

@@ -150,3 +150,28 @@ def test_run_with_json_log_format_writes_json_lines(tmp_path, capsys, monkeypatc
     records = [json.loads(line) for line in err.splitlines()]
     assert records and {"stage": "input", "phase": "", "round": 0, "answered": CLIENTS, "asked": CLIENTS} in [
         {k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
+def test_one_ticker_shows_a_silent_steps_time_across_steps_and_ends_with_its_reporter():
+    """Clients that answer only at a step's end (gRPC) must not leave the step silent: the ticker
+    writes while nobody answers. One ticker serves every step, and goes with the reporter."""
+    import gc
+    import threading
+    import time
+
+    earlier = set(threading.enumerate())  # another test's ticker may still be ending
+    stream = io.StringIO()
+    reporter = StepReporter(stream=stream, live=False, after_s=0.0, every_s=0.0, tick_s=0.01)
+    step = Step(Stage.UPLOAD, {0: None, 1: None}, lambda c, r: None, phase="split learning")
+    for _ in range(3):
+        reporter.started(step)
+        before = stream.getvalue().count("\n")
+        time.sleep(0.1)
+        assert stream.getvalue().count("\n") > before + 1, "no line while the step was silent"
+        reporter.finished()
+    tickers = [t for t in threading.enumerate() if t.name == "step-progress" and t not in earlier]
+    assert len(tickers) == 1
+    del reporter
+    gc.collect()
+    tickers[0].join(1.0)
+    assert not tickers[0].is_alive()
