@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     floors = {}  # (n, L, "mask" or "mask-kept") -> the floor of that run, over the plain round of the same run
     for (n, length, backend), row in rows.items():
         plain = rows.get((n, length, "plain"), {}).get("round_seconds")
-        floor = floor_of_run(row["mask_plan"], n=n, L=length, plain_s=plain, fresh_keys=backend == "mask")
+        floor = floor_of_run(row["mask_plan"], n=n, L=length, plain_s=plain, fresh_keys=backend == "mask", hosts=row["processes"])
         if floor is not None:
             floors[(n, length, backend)] = floor
             print(json.dumps({"record": "floor", "backend": row["backend"], **floor}), flush=True)

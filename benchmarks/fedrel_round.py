@@ -75,7 +75,7 @@ def round_floor(args: argparse.Namespace, aggregation: str, key_setup: Mapping, 
     over ``plain_s``, the plain backend's round of the same variant in this run."""
     specs = FedRelSums(run_config(args, aggregation)).per_round()
     return floor_of_sums(key_setup, sum_sizes(specs, mask=SecureSumConfig(backend=Backend.MASK).mask, n=args.clients), n=args.clients,
-                         plain_s=plain_s, fresh_keys=True, resumable=is_resumable(FedRel.name), cores_used=1)
+                         plain_s=plain_s, fresh_keys=True, hosts=0, resumable=is_resumable(FedRel.name), cores_used=1)
 
 
 def one_run(args: argparse.Namespace, backend: Backend, aggregation: str) -> dict:

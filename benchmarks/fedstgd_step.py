@@ -93,12 +93,12 @@ def per_batch(metrics: dict, clients: int) -> dict[str, float]:
     }
 
 
-def batch_floor(config: FedSTGDConfig, key_setup: dict, *, plain_s: float, cores_used: int | None) -> dict:
+def batch_floor(config: FedSTGDConfig, key_setup: dict, *, plain_s: float, cores_used: int | None, hosts: int) -> dict:
     """The floor of one training batch of ``FLOORED`` (its key set-up announced ``key_setup``):
     the batch's sums, each at its own size and ring, with the keys kept, over ``plain_s``."""
     specs = FedSTGDSums(config).batch(config.batch_size, training=True)
     return floor_of_sums(key_setup, sum_sizes(specs, mask=VARIANTS[FLOORED][0].mask, n=config.clients), n=config.clients,
-                         plain_s=plain_s, fresh_keys=False, resumable=is_resumable(FedSTGD.name), cores_used=cores_used)
+                         plain_s=plain_s, fresh_keys=False, hosts=hosts, resumable=is_resumable(FedSTGD.name), cores_used=cores_used)
 
 
 def in_process(config: FedSTGDConfig, variant: str, data_dir: str) -> dict[str, float]:
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     config = FedSTGDConfig(clients=args.clients, rounds=1, max_windows=args.batches * 16)
     transports = {"in-process": lambda b: in_process(config, b, args.data_dir)}
     cores_used = {"in-process": 1, "gRPC": None}  # every party in one process; over gRPC, this machine's cores
+    hosts = {"in-process": 0, "gRPC": config.clients}  # with the server; over gRPC, one process per client
     if args.grpc:
         transports["gRPC"] = lambda b: over_grpc(config, b, args.data_dir, args.threads)
     print(f"# FedSTGD training step: {args.clients} clients, {args.batches} batches of 16, {args.repeats} repeats, "
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             for variant in VARIANTS:
                 rows[variant].append(run(variant))
         plain = statistics.median(r["seconds"] for r in rows["plain"])
-        floor = batch_floor(config, rows[FLOORED][0]["key_setup"], plain_s=plain, cores_used=cores_used[name])
+        floor = batch_floor(config, rows[FLOORED][0]["key_setup"], plain_s=plain, cores_used=cores_used[name], hosts=hosts[name])
         print(json.dumps({"record": "floor", "transport": name, "backend": FLOORED, **floor}), flush=True)
         for variant in VARIANTS:
             seconds = statistics.median(r["seconds"] for r in rows[variant])

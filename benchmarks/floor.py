@@ -8,6 +8,11 @@ client, for the server, and the round's cryptography spread over this machine's 
 
     floor = plain round (measured in the same sitting) + (n x client CPU s + server CPU s) / cores
 
+A process hosting many clients checks each signature once for all of them (crypto/keys.py:
+``_verified_once``): with ``hosts`` (client processes, as the benchmark ran them) the floor
+counts the verifications each process computes (:func:`host_verifications`), not n clients'
+own; ``client_cpu_s`` stays what one client on its own device pays.
+
 Not counted: anything the plain round also pays (gRPC, TLS, encoding, the server's sum of the
 inputs), the per-run set-up (session opening, the Welcome's certificates) and Python's own
 bookkeeping around the primitives. Degree and threshold default to what the project's default
@@ -30,6 +35,7 @@ import argparse
 import enum
 import functools
 import json
+import math
 import os
 import platform
 import sys
@@ -180,6 +186,64 @@ def _unmask_verifications(n: int, k: int, t: int, d: int, *, trials: int = 100) 
     return total / trials
 
 
+def host_verifications(n: int, k: int, t: int, d: int = 0, *, hosts: int, fresh_keys: bool,
+                       ring: Sequence[int] | None = None, dropped: Sequence[int] = (), trials: int | None = None) -> float:
+    """Ed25519 verifications all client processes compute in one round of one sum, each
+    process checking a (key, signature, message) once for all the clients it hosts.
+
+    ``hosts`` processes hold the clients in contiguous id ranges (runs/launch.py: id_ranges); 0:
+    one process with the server, which checks every advert and consistency signature before a
+    client sees it, so the clients compute none. A process checks the union of what its clients
+    check (:func:`round_counts`): with ``fresh_keys`` the signed keys of every neighbour of one of
+    them; per sum, the signers each surviving client vouches with (MaskClient._vouch: t of its
+    own group by id, then for each dropped neighbour by id, signers of that one's group by id
+    until t). The complete graph gives every process all n keys (n - 1 for a lone client) and the
+    same first t signers. The sparse graph is the ring of ``ring`` (client ids in ring order,
+    NeighbourGraph's) with the d clients ``dropped`` (exact), or the mean over ``trials`` seeded
+    random rings and dropouts (the last d ids of a ring, placed at random, drop).
+    """
+    if hosts == 0:
+        return 0.0
+    if not fresh_keys and d:  # the kept epoch re-keys among the others (round_counts)
+        return host_verifications(n - d, k, t, hosts=hosts, fresh_keys=True, trials=trials)
+    hosts = min(hosts, n)
+    bounds = [round(i * n / hosts) for i in range(hosts + 1)]
+    if k >= n - 1:  # t signers for a host with a survivor (exactly, with ``dropped``; else the chance it has one)
+        ranges = [range(bounds[i], bounds[i + 1]) for i in range(hosts)]
+        alive = [(any(c not in dropped for c in r) if dropped or not d else 1 - math.comb(d, len(r)) / math.comb(n, len(r))) for r in ranges]
+        return float(sum((n if len(r) > 1 else n - 1) * fresh_keys + t * a for r, a in zip(ranges, alive, strict=True)))
+    import bisect
+
+    import numpy as np
+
+    host_of = [bisect.bisect_right(bounds, i) - 1 for i in range(n)]
+    rng, half = np.random.default_rng(0), k // 2
+    rings = [list(ring)] if ring is not None else [rng.permutation(n).tolist() for _ in range(trials or (1 if n >= 5000 else 20))]
+    total = 0
+    for order in rings:
+        gone = set(dropped) if ring is not None else set(order[-d:]) if d else set()  # a random ring: its last d are random
+        at = {c: i for i, c in enumerate(order)}
+        closed = lambda c: [order[(at[c] + j) % n] for j in range(-half, half + 1)]  # noqa: E731
+        keys: list[set[int]] = [set() for _ in range(hosts)]
+        signers: list[set[int]] = [set() for _ in range(hosts)]
+        for c in order:
+            host = host_of[c]
+            group = closed(c)
+            if fresh_keys:
+                keys[host].update(x for x in group if x != c)
+            if c in gone:
+                continue
+            vouched: set[int] = set()
+            for v in [c, *sorted(set(group) & gone)]:
+                members = set(closed(v))
+                need = t - len(vouched & members)
+                if need > 0:
+                    vouched.update(sorted(members - vouched - gone)[:need])
+            signers[host] |= vouched
+        total += sum(len(x) for x in keys) + sum(len(x) for x in signers)
+    return total / len(rings)
+
+
 def _server_key_setup(n: int, k: int) -> Counter[Primitive]:
     sparse = k < n - 1
     return Counter({P.ED25519_VERIFY: n, P.X25519: 2 * n, P.SHA256: (3 * n + 1) if sparse else (n + 1),
@@ -223,7 +287,8 @@ def _fixed_costs() -> dict[Primitive, float]:
     """Seconds per call of the primitives whose size does not depend on the run, with the
     project's calls and labels (keyring.py, crypto/keys.py, crypto/envelope.py)."""
     from secure_fedgraph.crypto import shamir
-    from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key, verify_signature
+    from secure_fedgraph.crypto import keys
+    from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key
     from secure_fedgraph.crypto.labels import Purpose, label
     from secure_fedgraph.protocol.sum_backends.keyring import open_from, seal_for, share_commitment
 
@@ -241,7 +306,7 @@ def _fixed_costs() -> dict[Primitive, float]:
         P.X25519: _seconds_each(lambda: agree(ours.mask, theirs.mask_public)),
         P.HKDF: _seconds_each(lambda: derive_key(secret, label(Purpose.PAIRWISE_MASK, session, 3, 0, 17, 42))),
         P.ED25519_SIGN: _seconds_each(lambda: identity.sign(statement)),
-        P.ED25519_VERIFY: _seconds_each(lambda: verify_signature(identity.public_bytes, signature, statement)),
+        P.ED25519_VERIFY: _seconds_each(lambda: keys._verify(identity.public_bytes, signature, statement)),  # a check no process made before
         P.AES_GCM_SEAL: _seconds_each(lambda: seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)),
         P.AES_GCM_OPEN: _seconds_each(lambda: open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=view)),
         P.SHA256: _seconds_each(lambda: share_commitment(payload[:shamir.SHARE_BYTES], kind="seed", **lab, owner=17, holder=42)),
@@ -301,7 +366,7 @@ def cores() -> int:
 
 def floor_seconds(n: int, L: int, degree: int, threshold: int, ring_bits: int, *, plain_s: float, fresh_keys: bool,
                   measured: Mapping[Primitive, float] | None = None, dropouts: int = 0, resumable: bool = True,
-                  cores_used: int | None = None) -> dict:
+                  cores_used: int | None = None, hosts: int | None = None) -> dict:
     """A mask round's floor: ``plain_s`` (the plain round, measured in the same sitting) plus the
     round's cryptography, n clients' and the server's CPU seconds, spread over the cores
     (clients that drop are charged the key set-up they did before).
@@ -313,10 +378,14 @@ def floor_seconds(n: int, L: int, degree: int, threshold: int, ring_bits: int, *
         measured: seconds per unit of each primitive (default: :func:`measure`, cached).
         dropouts, resumable: see :func:`round_counts`.
         cores_used: default :func:`cores`.
+        hosts: client processes the round ran in, each checking a signature once for all its
+            clients (:func:`host_verifications`; 0: one process with the server); None: every
+            client on its own device, checking its own.
 
     Returns:
-        JSON-ready: floor_s, plain_s, client_cpu_s, server_cpu_s, crypto_cpu_s, spread_s, cores,
-        and per primitive its counts and microseconds per unit.
+        JSON-ready: floor_s, plain_s, client_cpu_s (one client on its own device), server_cpu_s,
+        crypto_cpu_s, spread_s, cores, hosts, host_verifications, and per primitive its counts and
+        microseconds per unit.
     """
     costs = measured if measured is not None else measure(L=L, ring_bits=ring_bits, degree=degree, threshold=threshold)
     client, server = round_counts(n, L, degree, threshold, ring_bits, fresh_keys=fresh_keys, dropouts=dropouts, resumable=resumable)
@@ -324,9 +393,15 @@ def floor_seconds(n: int, L: int, degree: int, threshold: int, ring_bits: int, *
     client_s, server_s, dropped_s = (sum(count * costs[p] for p, count in party.items()) for party in (client, server, dropped))
     used = cores_used or cores()
     crypto = (n - dropouts) * client_s + dropouts * dropped_s + server_s
+    shared = None
+    if hosts is not None:  # each process checks a signature once: its verifications, not n clients' own
+        verify = costs[P.ED25519_VERIFY]
+        shared = host_verifications(n, min(degree, n - 1), threshold, dropouts, hosts=hosts, fresh_keys=fresh_keys)
+        crypto += (shared - (n - dropouts) * client[P.ED25519_VERIFY] - dropouts * dropped[P.ED25519_VERIFY]) * verify
     return {
         "n": n, "L": L, "degree": min(degree, n - 1), "threshold": threshold, "ring_bits": ring_bits, "fresh_keys": fresh_keys,
-        "dropouts": dropouts, "cores": used, "plain_s": plain_s, "client_cpu_s": client_s, "server_cpu_s": server_s,
+        "dropouts": dropouts, "cores": used, "hosts": hosts, "host_verifications": shared,
+        "plain_s": plain_s, "client_cpu_s": client_s, "server_cpu_s": server_s,
         "crypto_cpu_s": crypto, "spread_s": crypto / used, "floor_s": plain_s + crypto / used,
         "primitives": {p.name: {"client": client[p], "server": server[p], "us_per_unit": costs[p] * 1e6, "unit": p.unit} for p in Primitive},
     }
@@ -356,16 +431,17 @@ def mask_plan_of_run(metrics: Mapping, *, n: int, L: int) -> dict | None:
     return {"degree": plan["degree"], "threshold": plan["threshold"], "ring_bits": ring_bits}
 
 
-def floor_of_run(plan: Mapping | None, *, n: int, L: int, plain_s: float | None, fresh_keys: bool) -> dict | None:
-    """:func:`floor_seconds` of a run's :func:`mask_plan_of_run`, over the plain round of the same
-    sitting; None without either."""
+def floor_of_run(plan: Mapping | None, *, n: int, L: int, plain_s: float | None, fresh_keys: bool, hosts: int | None) -> dict | None:
+    """:func:`floor_seconds` of a run's :func:`mask_plan_of_run` in ``hosts`` client processes, over
+    the plain round of the same sitting; None without either."""
     if plan is None or plain_s is None:
         return None
-    return floor_seconds(n, L, plan["degree"], plan["threshold"], plan["ring_bits"], plain_s=plain_s, fresh_keys=fresh_keys)
+    return floor_seconds(n, L, plan["degree"], plan["threshold"], plan["ring_bits"], plain_s=plain_s, fresh_keys=fresh_keys, hosts=hosts)
 
 
 def floor_of_sums(plan: Mapping | None, sums: Sequence[tuple[int, int]], *, n: int, plain_s: float | None, fresh_keys: bool,
-                  resumable: bool = True, cores_used: int | None = None, measured: Mapping[Primitive, float] | None = None) -> dict:
+                  hosts: int | None, resumable: bool = True, cores_used: int | None = None,
+                  measured: Mapping[Primitive, float] | None = None) -> dict:
     """The floor of a timed interval that holds the mask sums ``sums`` among n clients, in order
     and in one key epoch: with ``fresh_keys`` the first comes after a key set-up in the interval
     (:func:`round_counts` with fresh keys: the set-up and the share opening), every other one with
@@ -377,7 +453,7 @@ def floor_of_sums(plan: Mapping | None, sums: Sequence[tuple[int, int]], *, n: i
         sums: (L, ring_bits) of each sum (:func:`sum_sizes`); none: no mask cryptography at all.
         plain_s: the plain interval of the same sitting; None where the benchmark ran none: then
             floor_s is the cryptography alone and the tables show no floor (:func:`floor_cell`).
-        resumable, cores_used, measured: see :func:`floor_seconds`.
+        hosts, resumable, cores_used, measured: see :func:`floor_seconds`.
 
     Returns:
         JSON-ready: floor_s, plain_s, crypto_cpu_s, spread_s, cores, and per distinct sum its L,
@@ -388,11 +464,11 @@ def floor_of_sums(plan: Mapping | None, sums: Sequence[tuple[int, int]], *, n: i
     groups: Counter[tuple[int, int, bool]] = Counter((L, ring_bits, fresh_keys and i == 0) for i, (L, ring_bits) in enumerate(sums))
     used = cores_used or cores()
     each = {(L, ring_bits, fresh): floor_seconds(n, L, plan["degree"], plan["threshold"], ring_bits, plain_s=0.0, fresh_keys=fresh,
-                                                 measured=measured, resumable=resumable, cores_used=used)["crypto_cpu_s"]
+                                                 measured=measured, resumable=resumable, cores_used=used, hosts=hosts)["crypto_cpu_s"]
             for L, ring_bits, fresh in groups}
     crypto = sum((count * each[key] for key, count in groups.items()), 0.0)
     return {
-        "n": n, "degree": plan and min(plan["degree"], n - 1), "threshold": plan and plan["threshold"], "resumable": resumable,
+        "n": n, "degree": plan and min(plan["degree"], n - 1), "threshold": plan and plan["threshold"], "resumable": resumable, "hosts": hosts,
         "cores": used, "plain_s": plain_s, "crypto_cpu_s": crypto, "spread_s": crypto / used, "floor_s": (plain_s or 0.0) + crypto / used,
         "sums": [{"L": L, "ring_bits": ring_bits, "fresh_keys": fresh, "count": count, "crypto_cpu_s": each[(L, ring_bits, fresh)]}
                  for (L, ring_bits, fresh), count in groups.items()],
@@ -426,9 +502,11 @@ def _primitive_table(result: dict) -> str:
                      f"{row['server']:,.4g} | {row['server'] * us / 1e6:.4f} |")
     lines.append(f"| **total** | | | | **{result['client_cpu_s']:.4f}** | | **{result['server_cpu_s']:.4f}** |")
     lines.append(f"\n(n x client + server) / cores = ({n} x {result['client_cpu_s']:.4f} + {result['server_cpu_s']:.4f}) / "
-                 f"{result['cores']} = **{result['spread_s']:.3f} s**" if not result["dropouts"] else
+                 f"{result['cores']} = **{result['spread_s']:.3f} s**" if not result["dropouts"] and result["hosts"] is None else
                  f"\ncrypto CPU / cores = {result['crypto_cpu_s']:.3f} / {result['cores']} = **{result['spread_s']:.3f} s** "
-                 f"({result['dropouts']} dropped clients charged their key set-up only)")
+                 f"({result['dropouts']} dropped clients charged their key set-up only"
+                 + (f"; {result['host_verifications']:,.0f} signature checks in {result['hosts']} client processes, "
+                    "each once per process" if result["hosts"] is not None else "") + ")")
     lines.append(f"floor = plain {result['plain_s']:.3f} s + that = **{result['floor_s']:.3f} s**")
     return "\n".join(lines)
 
@@ -481,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a key set-up every round (fresh), one kept from an earlier round (kept), or both")
     p.add_argument("--plain-s", type=float, default=0.0, help="seconds of a plain round measured in the same sitting, added to the floor")
     p.add_argument("--cores", type=int, default=None, help="cores to spread the round's CPU over; default this process's affinity mask")
+    p.add_argument("--hosts", type=int, default=None,
+                   help="client processes (each checks a signature once for all its clients; 0: one process with the server); "
+                        "default every client on its own device")
     p.add_argument("--not-resumable", action="store_true", help="count no contribution digest (plans that cannot resume, in-process runs)")
     p.add_argument("--json", action="store_true", help="print one JSON line per (n, L, keys) and no tables")
     args = p.parse_args(argv)
@@ -494,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
             ring_bits = args.ring_bits or ring_bits
             for fresh in {"fresh": (True,), "kept": (False,), "both": (True, False)}[args.keys]:
                 results.append(floor_seconds(n, L, degree, threshold, ring_bits, plain_s=args.plain_s, fresh_keys=fresh,
-                                             dropouts=args.dropouts, resumable=not args.not_resumable, cores_used=args.cores))
+                                             dropouts=args.dropouts, resumable=not args.not_resumable, cores_used=args.cores,
+                                             hosts=args.hosts))
     machine = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(), "python": platform.python_version(),
                "cryptography": metadata.version("cryptography"), "measured_in_s": round(time.monotonic() - started, 1)}
     if args.json:

@@ -245,7 +245,7 @@ def _mib(x: int | None) -> str:
 def floors(rows: list[dict]) -> dict[str, dict]:
     """backend -> the floor of its run (mask only), over the plain round of the same run."""
     base = next((r["round_seconds_median"] for r in rows if r["backend"] == "plain"), None)
-    found = {r["backend"]: floor_of_run(r["mask_plan"], n=r["n"], L=r["L"], plain_s=base, fresh_keys=True) for r in rows}
+    found = {r["backend"]: floor_of_run(r["mask_plan"], n=r["n"], L=r["L"], plain_s=base, fresh_keys=True, hosts=r["processes"]) for r in rows}
     return {backend: floor for backend, floor in found.items() if floor is not None}
 
 

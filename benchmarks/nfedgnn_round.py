@@ -90,7 +90,7 @@ def round_floor(row: dict) -> dict:
         raise ValueError(f"the {row['transport']} run's rounds held a key set-up ({row['key_setup']}): round_floor counts none")
     from secure_fedgraph.papers import is_resumable
 
-    return floor_of_sums(None, [], n=row["users"], plain_s=None, fresh_keys=False, resumable=is_resumable("nfedgnn"),
+    return floor_of_sums(None, [], n=row["users"], plain_s=None, fresh_keys=False, hosts=None, resumable=is_resumable("nfedgnn"),
                          cores_used=1 if row["transport"] == "in-process" else None)
 
 

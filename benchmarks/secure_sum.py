@@ -636,7 +636,7 @@ def floors(records: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any
     for (backend, n, L), cell in s.items():
         if backend == "mask":
             plain = s.get(("plain", n, L), {}).get("wall_seconds")
-            out[(n, L)] = floor_of_sums(cell, [(L, cell["ring_bits"])], n=n, plain_s=plain, fresh_keys=True, resumable=False, cores_used=1)
+            out[(n, L)] = floor_of_sums(cell, [(L, cell["ring_bits"])], n=n, plain_s=plain, fresh_keys=True, hosts=0, resumable=False, cores_used=1)
     return out
 
 

@@ -11,6 +11,7 @@ cannot substitute its own (threat_model.md claim M-SIGN).
 
 from __future__ import annotations
 
+import functools
 from typing import NoReturn
 
 from cryptography.exceptions import InvalidSignature
@@ -84,6 +85,27 @@ def verify_signature(public_bytes: bytes, signature: bytes, message: bytes) -> N
         raise ValueError(f"Ed25519 public key must be {PUBLIC_KEY_BYTES} bytes, got {len(public_bytes)}")
     if len(signature) != SIGNATURE_BYTES:
         raise InvalidSignature(f"Ed25519 signature must be {SIGNATURE_BYTES} bytes, got {len(signature)}")
+    _verified_once(bytes(public_bytes), bytes(signature), bytes(message))
+
+
+VERIFIED_CACHE_SIZE = 1 << 16  # signatures a process remembers as valid (public bytes only; ~20 MB at most)
+
+
+@functools.lru_cache(maxsize=VERIFIED_CACHE_SIZE)
+def _verified_once(public_bytes: bytes, signature: bytes, message: bytes) -> None:
+    """One process checks one (key, signature, message) once.
+
+    A host process answers for many clients, and they check the same signatures: every client
+    of a sum checks t consistency signatures on the same statement, every neighbour the same
+    signed keys. Verification is a pure function of the three, so a triple that verified once
+    verifies again; a failure raises and is not remembered, so a forgery is refused every time
+    and a change to any of the three is checked anew. Each client still decides what it needs
+    verified (the cache changes how often a host computes, never what a client accepts); the
+    keys are public, so remembering them leaks nothing."""
+    _verify(public_bytes, signature, message)
+
+
+def _verify(public_bytes: bytes, signature: bytes, message: bytes) -> None:
     Ed25519PublicKey.from_public_bytes(public_bytes).verify(signature, message)
 
 

@@ -51,10 +51,19 @@ class Tally:
     def __init__(self) -> None:
         self.party: int | str = "server"
         self.counts: dict[int | str, Counter] = defaultdict(Counter)
+        self.checked: dict[int | str, set] = defaultdict(set)  # (key, signature, message) each party verified
+
+    def per_host(self, n: int, hosts: int) -> int:
+        """Distinct signatures the clients checked, per host process of contiguous ids (as
+        id_ranges places them), summed over the hosts."""
+        bounds = [round(i * n / hosts) for i in range(hosts + 1)]
+        return sum(len(set().union(*(self.checked[c] for c in range(bounds[h], bounds[h + 1])))) for h in range(hosts))
 
     def wrap(self, call, primitive: Primitive, amount=lambda *args, **kwargs: 1):
         def counted(*args, **kwargs):
             self.counts[self.party][primitive] += amount(*args, **kwargs)
+            if primitive is P.ED25519_VERIFY:
+                self.checked[self.party].add(args)
             return call(*args, **kwargs)
         return counted
 
@@ -144,6 +153,56 @@ def test_kept_keys_and_a_dropout_rekey(tally):
     _check(tally, session, plan, n=n, survivors=result.contributors, fresh_keys=False, dropouts=1)
 
 
+@pytest.mark.parametrize("hosts", [1, 3, 12])
+def test_host_verifications_are_the_distinct_signatures_each_process_checks(tally, hosts):
+    """A process checks a signature once for all its clients (keys._verified_once): the floor's
+    count per host is the union of what a real round's clients verified, host by host, on the
+    round's own ring; a kept epoch's sum checks only consistency signatures."""
+    n = 12
+    session = _session(sparse_config(4), n)
+    session.start_round()
+    session.secure_sum("s0", make_inputs(range(n), seed=0))
+    plan, ring = session.server.describe(), session.server._graph._ring
+    k, t = plan["degree"], plan["threshold"]
+    assert tally.per_host(n, hosts) == floor.host_verifications(n, k, t, hosts=hosts, fresh_keys=True, ring=ring)
+    if hosts == n:  # one client a process: every check its own
+        assert tally.per_host(n, hosts) == sum(tally.counts[c][P.ED25519_VERIFY] for c in range(n))
+    tally.counts.clear(), tally.checked.clear()
+    session.secure_sum("s1", make_inputs(range(n), seed=1))
+    assert tally.per_host(n, hosts) == floor.host_verifications(n, k, t, hosts=hosts, fresh_keys=False, ring=ring)
+
+
+def test_host_verifications_with_a_dropout_and_the_complete_graph(tally):
+    """Client 3 drops before its input: every host vouches with the same first t signers."""
+    n = 7
+    session = _session(SecureSumConfig(backend=Backend.MASK), n, drop={Stage.INPUT: {3}})
+    session.start_round()
+    session.secure_sum("s0", make_inputs(range(n)))
+    plan = session.server.describe()
+    for hosts in (1, 2, 7):
+        assert tally.per_host(n, hosts) == floor.host_verifications(n, plan["degree"], plan["threshold"], 1, hosts=hosts, fresh_keys=True,
+                                                                    dropped=[3])
+
+
+def test_in_process_clients_compute_no_verification_the_server_made(monkeypatch):
+    """In one process with the server, which checks every signed key and consistency signature
+    before a client sees it, the clients' checks compute nothing more (hosts=0)."""
+    from secure_fedgraph.crypto import keys
+
+    keys._verified_once.cache_clear()
+    computed = []
+    real = keys._verify
+    monkeypatch.setattr(keys, "_verify", lambda *triple: computed.append(triple) or real(*triple))
+    n = 12
+    session = _session(sparse_config(4), n)
+    session.start_round()
+    session.secure_sum("s0", make_inputs(range(n), seed=0))
+    plan = session.server.describe()
+    _, server = round_counts(n, L, plan["degree"], plan["threshold"], 32, fresh_keys=True)
+    assert len(computed) == server[P.ED25519_VERIFY] == 2 * n
+    assert floor.host_verifications(n, plan["degree"], plan["threshold"], hosts=0, fresh_keys=True) == 0
+
+
 def test_floor_is_plain_plus_the_crypto_spread_over_the_cores():
     costs = dict.fromkeys(Primitive, 1e-6)
     client, server = round_counts(100, 1000, 20, 15, 32, fresh_keys=True)
@@ -169,9 +228,9 @@ def test_secure_sum_floor_is_its_own_runs(unit_costs):
                {"backend": "mask", "n": 12, "wall_seconds": 2.0, "graph": "complete", "degree": 11, "threshold": 8, "ring_bits": 32, **cell},
                {"backend": "mask", "n": 30, "wall_seconds": 5.0, "graph": "complete", "degree": 29, "threshold": 20, "ring_bits": 64, **cell}]
     found = secure_sum.floors(records)
-    expected = floor_seconds(12, 1000, 11, 8, 32, plain_s=0.25, fresh_keys=True, resumable=False, cores_used=1)
+    expected = floor_seconds(12, 1000, 11, 8, 32, plain_s=0.25, fresh_keys=True, resumable=False, cores_used=1, hosts=0)
     assert found[(12, 1000)]["floor_s"] == pytest.approx(expected["floor_s"])
-    alone = floor_seconds(30, 1000, 29, 20, 64, plain_s=0.0, fresh_keys=True, resumable=False, cores_used=1)
+    alone = floor_seconds(30, 1000, 29, 20, 64, plain_s=0.0, fresh_keys=True, resumable=False, cores_used=1, hosts=0)
     assert found[(30, 1000)]["plain_s"] is None and found[(30, 1000)]["floor_s"] == pytest.approx(alone["floor_s"])
     rows = secure_sum.tables(records, {}, SimpleNamespace(backends=["plain", "mask"]), found).splitlines()
     assert f"| {expected['floor_s']:.3g} | {2.0 / expected['floor_s']:.2f}x |" in rows[2]
@@ -185,7 +244,7 @@ def test_fedrel_floor_counts_its_sums_after_one_key_setup(unit_costs):
     args = fedrel_round.parse_args(["--clients", "3"])
     found = fedrel_round.round_floor(args, "relevance", {"degree": 2, "threshold": 3}, 0.5)
     m, values = (s.size for s in fedrel_round.FedRelSums(fedrel_round.run_config(args, "relevance")).per_round())
-    crypto = sum(floor_seconds(3, L, 2, 3, ring, plain_s=0.0, fresh_keys=fresh, cores_used=1)["crypto_cpu_s"]
+    crypto = sum(floor_seconds(3, L, 2, 3, ring, plain_s=0.0, fresh_keys=fresh, cores_used=1, hosts=0)["crypto_cpu_s"]
                  for L, ring, fresh in ((m, 32, True), (values, 64, False)))
     assert [(s["L"], s["ring_bits"], s["fresh_keys"]) for s in found["sums"]] == [(m, 32, True), (values, 64, False)]
     assert found["floor_s"] == pytest.approx(0.5 + crypto)

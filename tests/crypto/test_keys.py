@@ -174,6 +174,29 @@ def test_sign_then_verify_round_trips_and_binds_the_message(message: bytes, othe
             verify_signature(key.public_bytes, signature, other)
 
 
+def test_a_process_checks_a_valid_signature_once_and_a_forgery_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The many clients of one host check the same signatures (keys._verified_once): the
+    second check of a valid triple costs no verification; a forgery, or the genuine signature
+    on another message or under another key, is verified again and refused every time."""
+    from secure_fedgraph.crypto import keys
+
+    computed = []
+    real = keys._verify
+    monkeypatch.setattr(keys, "_verify", lambda *triple: computed.append(triple) or real(*triple))
+    key, other = IdentityKey.generate(), IdentityKey.generate()
+    message = label(Purpose.CONSISTENCY, b"a fresh session " + key.public_bytes, 0, 0)
+    signature = key.sign(message)
+    for _ in range(3):
+        verify_signature(key.public_bytes, signature, message)
+    assert computed == [(key.public_bytes, signature, message)]
+    forged = bytes([signature[0] ^ 1]) + signature[1:]
+    for public, sig, msg in [(key.public_bytes, forged, message), (key.public_bytes, signature, message + b"\x00"),
+                             (other.public_bytes, signature, message)] * 2:
+        with pytest.raises(InvalidSignature):
+            verify_signature(public, sig, msg)
+    assert len(computed) == 1 + 6
+
+
 @pytest.mark.parametrize("length", [0, 63, 65, 128])
 def test_wrong_signature_length_raises_invalid_signature(length: int) -> None:
     key = IdentityKey.generate()
