@@ -9,9 +9,10 @@ client, for the server, and the round's cryptography spread over this machine's 
     floor = plain round (measured in the same sitting) + (n x client CPU s + server CPU s) / cores
 
 A process hosting many clients checks each signature once for all of them (crypto/keys.py:
-``_verified_once``): with ``hosts`` (client processes, as the benchmark ran them) the floor
-counts the verifications each process computes (:func:`host_verifications`), not n clients'
-own; ``client_cpu_s`` stays what one client on its own device pays.
+``_verified_once``), and builds a sparse epoch's view and graph once (keyring.sparse_view,
+neighbours.py): with ``hosts`` (client processes, as the benchmark ran them) the floor counts
+what each process computes (:func:`host_verifications`), not n clients' own; ``client_cpu_s``
+stays what one client on its own device pays.
 
 Not counted: anything the plain round also pays (gRPC, TLS, encoding, the server's sum of the
 inputs), the per-run set-up (session opening, the Welcome's certificates) and Python's own
@@ -394,10 +395,13 @@ def floor_seconds(n: int, L: int, degree: int, threshold: int, ring_bits: int, *
     used = cores_used or cores()
     crypto = (n - dropouts) * client_s + dropouts * dropped_s + server_s
     shared = None
-    if hosts is not None:  # each process checks a signature once: its verifications, not n clients' own
+    if hosts is not None:  # a process computes once what its clients compute alike
         verify = costs[P.ED25519_VERIFY]
         shared = host_verifications(n, min(degree, n - 1), threshold, dropouts, hosts=hosts, fresh_keys=fresh_keys)
         crypto += (shared - (n - dropouts) * client[P.ED25519_VERIFY] - dropouts * dropped[P.ED25519_VERIFY]) * verify
+        if fresh_keys and degree < n - 1:  # sparse: the n commitments and view digest (keyring.sparse_view), the graph (neighbours._built)
+            view_s, graph_s = (n + 1) * costs[P.SHA256], 8 * n / MB * costs[P.KEYSTREAM]
+            crypto += (max(hosts, 1) * view_s + hosts * graph_s) - n * (view_s + graph_s)  # in one process the server built the graph
     return {
         "n": n, "L": L, "degree": min(degree, n - 1), "threshold": threshold, "ring_bits": ring_bits, "fresh_keys": fresh_keys,
         "dropouts": dropouts, "cores": used, "hosts": hosts, "host_verifications": shared,

@@ -8,8 +8,10 @@ come from X25519 + HKDF with a label naming purpose, session, round, epoch and t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 
@@ -169,6 +171,38 @@ def graph_commitments(nonces: Mapping[int, bytes], keys: Mapping[int, bytes], *,
     bytes as label(GRAPH_COMMITMENT, session, round, epoch, client))."""
     common = label(Purpose.GRAPH_COMMITMENT, session, round, epoch)
     return {client: _sha256(common, int_field(client), nonce, keys[client]) for client, nonce in nonces.items()}
+
+
+@dataclass(frozen=True)
+class SparseView:
+    """A sparse key epoch's view digest, and the first participant (by id) whose revealed nonce
+    and key hash do not open its graph commitment (None: all do)."""
+
+    view: bytes
+    mismatch: int | None
+
+
+@functools.lru_cache(maxsize=8)
+def sparse_view(*, session: bytes, round: int, epoch: int, participants: tuple[int, ...], commitments: bytes, nonces: bytes,
+                key_hashes: bytes) -> SparseView:
+    """Check every participant's nonce and key hash (``nonces``, ``key_hashes``: 32 bytes each in
+    participant order) against its graph commitment (``commitments``, the same layout) and make
+    the view digest (:func:`view_digest`, members = participants).
+
+    Every client of a sparse epoch does this over all n participants, and the clients one host
+    process answers for receive the same bytes: a pure function of public values, so the process
+    computes it once (n SHA-256 per host, not per client; at n = 10,000 that is 4 x 10^4 instead
+    of 10^8 a key set-up). Each client still refuses the epoch when ``mismatch`` is set.
+    """
+    size = len(commitments) // len(participants)
+    split = lambda blob: tuple(blob[i : i + size] for i in range(0, len(blob), size))  # noqa: E731
+    committed, revealed, hashes = split(commitments), split(nonces), split(key_hashes)
+    expected = graph_commitments(dict(zip(participants, revealed, strict=True)), dict(zip(participants, hashes, strict=True)),
+                                 session=session, round=round, epoch=epoch)
+    mismatch = next((c for c, have in zip(participants, committed, strict=True) if expected[c] != have), None)
+    view = view_digest(session=session, round=round, epoch=epoch, participants=participants, members=participants, keys=hashes,
+                       commitments=committed, nonces=revealed)
+    return SparseView(view, mismatch)
 
 
 def share_commitment(share: bytes, *, kind: str, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:

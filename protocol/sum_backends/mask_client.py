@@ -42,6 +42,7 @@ for a peer that was in no survivor set we signed in this epoch and sent no strea
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,7 +63,6 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     envelope_key_commitment,
     envelope_statement,
     graph_commitment,
-    graph_commitments,
     keys_hash,
     open_from,
     pair_key,
@@ -72,6 +72,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     self_mask_key,
     share_commitment,
     sign_keys,
+    sparse_view,
     verify_keys,
     view_digest,
 )
@@ -104,11 +105,9 @@ from secure_fedgraph.protocol.sum_backends.roles import ClientRole
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
 
-def _split(blob: bytes, count: int, size: int = NONCE_BYTES) -> tuple[bytes, ...] | None:
-    """``count`` values of ``size`` bytes concatenated in ``blob``, or None if it is not that."""
-    if len(blob) != count * size:
-        return None
-    return tuple(blob[i : i + size] for i in range(0, len(blob), size))
+def _nth(blob: bytes, i: int, size: int = NONCE_BYTES) -> bytes:
+    """The i-th of the ``size``-byte values concatenated in ``blob``."""
+    return blob[i * size : (i + 1) * size]
 
 
 @dataclass
@@ -123,7 +122,7 @@ class _Epoch:
     seed: bytes
     nonce: bytes
     rekeys: int = 0  # key epochs this round had before this one
-    commitments: dict[int, bytes] | None = None  # sparse graph: every member's graph commitment
+    commitments: bytes | None = None  # sparse graph: every member's graph commitment, as one blob (shared by a host's clients)
     graph: NeighbourGraph | None = None
     view: bytes = b""
     peers: dict[int, SignedKeys] = field(default_factory=dict)
@@ -137,7 +136,7 @@ class _Epoch:
     gave_seed_share: set[int] = field(default_factory=set)
     gave_key_share: set[int] = field(default_factory=set)
     own_keys: SignedKeys | None = None  # what this client advertised (its hash enters the view digest)
-    key_hashes: dict[int, bytes] = field(default_factory=dict)  # sparse graph: every member's committed keys_hash
+    key_hashes: dict[int, bytes] = field(default_factory=dict)  # sparse graph: each neighbour's committed keys_hash
     sum_index: int = -1
     spec: SumSpec | None = None
     digest: bytes | None = None  # of the current sum's contribution, in runs that can resume (R-RESUME)
@@ -234,13 +233,13 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         if ep.plan.graph is not GraphKind.SPARSE or ep.commitments is not None:
             raise self._fail("a graph step belongs to a sparse key epoch, once")
-        committed = _split(request.commitments, len(ep.participants))
-        if committed is None:
+        committed = request.commitments
+        if len(committed) != len(ep.participants) * NONCE_BYTES:
             raise self._fail("the graph commitments must be one per announced participant")
-        commitments = dict(zip(ep.participants, committed, strict=True))
-        if commitments[self.client_id] != graph_commitment(ep.nonce, keys_hash(ep.own_keys), **self._labels(ep), client=self.client_id):
+        at = bisect.bisect_left(ep.participants, self.client_id) * NONCE_BYTES  # participants are sorted (_on_advertise)
+        if committed[at : at + NONCE_BYTES] != graph_commitment(ep.nonce, keys_hash(ep.own_keys), **self._labels(ep), client=self.client_id):
             raise self._fail("the graph commitments do not include this client's own")
-        ep.commitments = commitments
+        ep.commitments = committed  # n values: kept as the blob the host received, not n objects per client
         return GraphResponse(self._header(request), ep.nonce)
 
     def _build_view(self, ep: _Epoch, request: ShareKeysRequest) -> None:
@@ -248,18 +247,15 @@ class MaskClient(ClientRole):
         if ep.plan.graph is GraphKind.SPARSE:
             if ep.commitments is None:
                 raise self._fail("a sparse key epoch needs the graph step before its keys are shared")
-            nonces = _split(request.nonces, len(ep.participants))
-            hashes = _split(request.key_hashes, len(ep.participants))
-            if nonces is None or hashes is None:
+            n = len(ep.participants)
+            if len(request.nonces) != n * NONCE_BYTES or len(request.key_hashes) != n * NONCE_BYTES:
                 raise self._fail("the graph nonces and key hashes must be one per participant")
-            ep.key_hashes = dict(zip(ep.participants, hashes, strict=True))
-            expected = graph_commitments(dict(zip(ep.participants, nonces, strict=True)), ep.key_hashes, **self._labels(ep))
-            wrong = [c for c in ep.participants if expected[c] != ep.commitments[c]]
-            if wrong:
-                raise self._fail(f"client {wrong[0]}'s graph nonce and keys do not match its commitment")
+            checked = sparse_view(**self._labels(ep), participants=ep.participants, commitments=ep.commitments,
+                                  nonces=request.nonces, key_hashes=request.key_hashes)
+            if checked.mismatch is not None:
+                raise self._fail(f"client {checked.mismatch}'s graph nonce and keys do not match its commitment")
             members = ep.participants
-            ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members, keys=hashes,
-                                  commitments=tuple(ep.commitments[c] for c in members), nonces=nonces)
+            ep.view = checked.view
         else:
             if request.nonces or request.key_hashes:
                 raise self._fail("graph nonces sent for a complete-graph epoch")
@@ -270,6 +266,8 @@ class MaskClient(ClientRole):
             keys = tuple(keys_hash(ep.own_keys if c == self.client_id else relayed[c]) for c in members)
             ep.view = view_digest(**self._labels(ep), participants=ep.participants, members=members, keys=keys)
         ep.graph = NeighbourGraph.build(kind=ep.plan.graph, participants=members, degree=ep.plan.degree, seed=ep.view)
+        if ep.plan.graph is GraphKind.SPARSE:  # the committed key hashes of the neighbours only: k values, not n
+            ep.key_hashes = {v: _nth(request.key_hashes, bisect.bisect_left(ep.participants, v)) for v in ep.graph.of(self.client_id)}
 
     # --- 2. share keys ---------------------------------------------------------------------
     def _on_share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:

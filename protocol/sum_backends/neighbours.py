@@ -15,6 +15,7 @@ its neighbours', not all n.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 
@@ -61,16 +62,23 @@ class NeighbourGraph:
     @classmethod
     def build(cls, *, kind: GraphKind, participants: Sequence[int], degree: int, seed: bytes = b"") -> NeighbourGraph:
         """The graph for these participants; a sparse graph needs ``seed``, the epoch's view
-        digest (32 bytes), and every party holding the same view builds the same graph."""
-        ordered = tuple(sorted(participants))
-        n = len(ordered)
-        if kind is GraphKind.COMPLETE or degree >= n - 1:
-            return cls(ordered, None, 0)
-        if kind is not GraphKind.SPARSE:
-            raise ValueError(f"graph kind must be COMPLETE or SPARSE, got {kind}")
-        if len(seed) != 32:
-            raise ValueError(f"a sparse graph needs the 32-byte view digest as its seed, got {len(seed)} bytes")
-        key = hashlib.sha256(label(Purpose.NEIGHBOUR_GRAPH, seed)).digest()
-        keys = MaskPRG().keystream(key, stream_id=0, count=n, ring_bits=64)
-        ring = tuple(ordered[i] for i in np.argsort(keys, kind="stable"))
-        return cls(ordered, ring, degree // 2)
+        digest (32 bytes), and every party holding the same view builds the same graph: one
+        object per process, shared by the clients it hosts (a ring and its index are n values;
+        per client, n^2 a host at n = 10,000). Only its memo of neighbourhoods grows."""
+        return _built(cls, kind, tuple(sorted(participants)), degree, bytes(seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _built(cls: type[NeighbourGraph], kind: GraphKind, ordered: tuple[int, ...], degree: int, seed: bytes) -> NeighbourGraph:
+    """NeighbourGraph.build, once per (kind, participants, degree, seed) in a process."""
+    n = len(ordered)
+    if kind is GraphKind.COMPLETE or degree >= n - 1:
+        return cls(ordered, None, 0)
+    if kind is not GraphKind.SPARSE:
+        raise ValueError(f"graph kind must be COMPLETE or SPARSE, got {kind}")
+    if len(seed) != 32:
+        raise ValueError(f"a sparse graph needs the 32-byte view digest as its seed, got {len(seed)} bytes")
+    key = hashlib.sha256(label(Purpose.NEIGHBOUR_GRAPH, seed)).digest()
+    keys = MaskPRG().keystream(key, stream_id=0, count=n, ring_bits=64)
+    ring = tuple(ordered[i] for i in np.argsort(keys, kind="stable"))
+    return cls(ordered, ring, degree // 2)
