@@ -10,7 +10,7 @@ joining and the Welcome are not counted; they are reported as ``total_seconds``)
 Flower's round, only the server gets the sum (``server_only``; ckks must send it to the
 clients, who alone can decrypt). mask uses the sparse graph unless ``--graph`` says otherwise,
 with the degree and threshold the stated adversary needs (a third of the clients colluding,
-10% dropping, 40-bit security: degree 84 at n=100, 136 at n=200; below that the graph is
+10% dropping, 40-bit security: degree 88 at n=100, 144 at n=200; below that the graph is
 complete). ``--degree log`` uses SecAgg+'s degree 2*ceil(log2 n) instead (Flower's work), which
 holds only against a weaker stated adversary: pass it with ``--extra "--corrupt-fraction 0
 --dropout-fraction 0.02"`` (given to the server and to every client process) to measure what the
@@ -29,9 +29,14 @@ fresh key set-up every round (as SecAgg+ does) and with one key set-up kept for 
 Prints one JSON line per measurement (``record: run``: backend, n, L, round_seconds,
 total_seconds, bytes up/down per client, graph; ``record: floor``: each mask run's floor,
 benchmarks/floor.py, over the plain round of the same run) and then a table with mask/plain,
-mask ÷ floor and ckks/plain (same run) and the speed-up over Flower 1.41's SecAgg+ on the same workload
-measured on this kind of machine (8.95 s at n=100, L=1e5; 27 s at n=200, L=1e5; 40 s at n=200,
-L=1e6). Targets from the issue: mask <= 1.5x plain, and >= 10x faster than SecAgg+.
+mask ÷ floor and ckks/plain (same run) and the speed-up over Flower's SecAgg+ on the same workload.
+Flower's figures come from ``--flower-results FILE``, the JSON lines of benchmarks/flower_secagg.py
+(run in a venv with Flower, ideally in the same sitting): for each cell the SecAgg+ run at our
+degree + 1 and threshold (equal security), else the one at Flower's default degree, else the
+fallback. The fallback, and the figures without the option, are Flower 1.41's measured
+2026-11-22 on this kind of machine at its default degree (shared/research/peer-benchmark.md:
+8.95 s at n=100, L=1e5; 27 s at n=200, L=1e5; 40 s at n=200, L=1e6). The table says which
+(k/t, rule, date). Targets from the issue: mask <= 1.5x plain, and >= 10x faster than SecAgg+.
 
 This is a benchmark, not a test: pytest does not collect it.
 """
@@ -47,13 +52,67 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 from floor import floor_cell, floor_of_run, int_list, mask_plan_of_run, ratio_to_floor
 
+# Fallback Flower figures (median wall s of one round): shared/research/peer-benchmark.md, measured
+# 2026-11-22 with flwr 1.41.0 on Ray 2.55.1 (simulation engine) on a 2-core machine, SecAgg+ at the
+# default rule k = min(n, 2*ceil(log2 n) + 1), t = k//2 + 1.
+FLOWER_DATE = "2026-11-22"
 FLOWER_SECAGG = {(100, 100_000): 8.95, (200, 100_000): 27.08, (200, 1_000_000): 40.43, (10, 100_000): 1.01, (10, 1_000_000): 1.36, (100, 1_000_000): 15.09}
 FLOWER_PLAIN = {(100, 100_000): 0.87, (200, 100_000): 2.01, (200, 1_000_000): 4.28, (10, 100_000): 0.21, (10, 1_000_000): 0.33, (100, 1_000_000): 1.83}
+
+FLOWER_SHARES = {10: (9, 5), 100: (15, 8), 200: (17, 9)}  # (k, t) of FLOWER_SECAGG's runs
+
+
+def read_flower_results(lines: Iterable[str]) -> list[dict]:
+    """The ``record: flower`` lines of benchmarks/flower_secagg.py's output, in order; its other
+    lines (meta, skips, errors, the table, any log) are skipped."""
+    records = []
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("record") == "flower":
+            records.append(record)
+    return records
+
+
+def flower_secagg(results: Sequence[Mapping], *, n: int, L: int, degree: int | None, threshold: int | None) -> dict | None:
+    """Flower's SecAgg+ seconds for one cell and where they come from: among ``results``
+    (:func:`read_flower_results`; the last one wins) the run at n and L with num_shares degree + 1
+    and our threshold (equal security; Flower counts the client itself), else the one at Flower's
+    default rule, else the 2026-11-22 figure (FLOWER_SECAGG); None where there is none.
+
+    Returns:
+        {"seconds", "k", "t", "rule", "date", "equal": k and t are ours}.
+    """
+    runs = [r for r in results if r.get("mode") == "secagg" and r.get("n") == n and r.get("L") == L]
+    equal = [r for r in runs if degree is not None and r.get("k_asked") == degree + 1 and r.get("t") == threshold]
+    default = [r for r in runs if r.get("rule") == "default"]
+    for found in (equal, default):
+        if found:
+            r = found[-1]
+            return {"seconds": r["median_seconds"], "k": r["k"], "t": r["t"], "rule": r["rule"], "date": r["date"][:10], "equal": found is equal}
+    if (n, L) in FLOWER_SECAGG:
+        k, t = FLOWER_SHARES[n]
+        return {"seconds": FLOWER_SECAGG[(n, L)], "k": k, "t": t, "rule": "default", "date": FLOWER_DATE,
+                "equal": degree is not None and (k, t) == (degree + 1, threshold)}
+    return None
+
+
+def flower_cell(flower: Mapping | None) -> str:
+    """The table's "Flower k/t, date" cell."""
+    if flower is None:
+        return "—"
+    return f"{flower['k']}/{flower['t']} ({'ours' if flower['equal'] else flower['rule']}), {flower['date']}"
 
 
 def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: Path, *, keys_kept: bool = False) -> dict:
@@ -116,11 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-kept-keys", action="store_true", help="skip the extra mask run that keeps one key set-up for the whole run")
     p.add_argument("--ckks-max-work", type=float, default=1.5e8,
                    help="skip ckks cells with n*L above this (n=200, L=1e6 holds ~200 ciphertexts of 32 MB on the server and was OOM-killed at 24 GiB)")
+    p.add_argument("--flower-results", type=Path, default=None,
+                   help="JSON lines of benchmarks/flower_secagg.py for the Flower columns (default: Flower 1.41's figures of 2026-11-22)")
     args = p.parse_args(argv)
+    flower_results = read_flower_results(args.flower_results.read_text().splitlines()) if args.flower_results else []
     backends = [b for b in args.backends.split(",") if b]
     print(json.dumps({"record": "meta", "benchmark": "fedavg_round", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "python": platform.python_version(), "platform": platform.platform(), "cores": os.cpu_count(),
-                      "args": {k: v for k, v in vars(args).items()}}), flush=True)
+                      "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                      "flower": f"{len(flower_results)} runs from {args.flower_results}" if args.flower_results else f"Flower 1.41, {FLOWER_DATE}"}),
+          flush=True)
     rows: dict[tuple[int, int, str], dict] = {}
     with tempfile.TemporaryDirectory(prefix="fedavg-round-") as tmp:
         for n in args.n:
@@ -145,20 +209,22 @@ def main(argv: list[str] | None = None) -> int:
             floors[(n, length, backend)] = floor
             print(json.dumps({"record": "floor", "backend": row["backend"], **floor}), flush=True)
     print("\n| n | L | mask degree | plain s | mask s | mask, keys kept s | ckks s | mask/plain | mask kept/plain | ckks/plain | "
-          "floor s: mask / keys kept | ÷ floor: mask / keys kept | SecAgg+ s (Flower) | "
+          "floor s: mask / keys kept | ÷ floor: mask / keys kept | SecAgg+ s (Flower) | Flower k/t, date | "
           "speed-up vs SecAgg+: mask / keys kept | upload per client: mask (x float32) | ckks (x float32) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.n:
         for length in args.L:
             get = lambda b, k: rows.get((n, length, b), {}).get(k)  # noqa: E731
             fmt = lambda x, spec=".2f": "—" if x is None else format(x, spec)  # noqa: E731
             plain, mask, kept, ckks = (get(b, "round_seconds") for b in ("plain", "mask", "mask-kept", "ckks"))
             ratio = lambda a, b: fmt(a / b if a and b else None)  # noqa: E731
-            flower = FLOWER_SECAGG.get((n, length))
+            plan = get("mask", "mask_plan") or {}
+            figure = flower_secagg(flower_results, n=n, L=length, degree=plan.get("degree"), threshold=plan.get("threshold"))
+            flower = figure and figure["seconds"]
             floor, floor_kept = floors.get((n, length, "mask")), floors.get((n, length, "mask-kept"))
             print(f"| {n} | {length:g} | {get('mask', 'degree') or '—'} | {fmt(plain)} | {fmt(mask)} | {fmt(kept)} | {fmt(ckks)} | {ratio(mask, plain)}x | {ratio(kept, plain)}x | "
                   f"{ratio(ckks, plain)}{'x' if ckks and plain else ''} | {floor_cell(floor, '.2f')} / {floor_cell(floor_kept, '.2f')} | "
-                  f"{ratio_to_floor(mask, floor)} / {ratio_to_floor(kept, floor_kept)} | {fmt(flower)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
+                  f"{ratio_to_floor(mask, floor)} / {ratio_to_floor(kept, floor_kept)} | {fmt(flower)} | {flower_cell(figure)} | {fmt(flower / mask if flower and mask else None, '.1f')}x / "
                   f"{fmt(flower / kept if flower and kept else None, '.1f')}x | {fmt(get('mask', 'upload_over_float32'), '.3f')} | "
                   f"{fmt(get('ckks', 'upload_over_float32'), '.2f')} |")
     return 0
