@@ -8,7 +8,8 @@ Per round (one key epoch; a re-key starts another, among fewer participants):
   1b. GRAPH       (sparse graph) receive every member's commitment, then reveal the nonce.
   2. SHARE_KEYS   check the nonces against the commitments; the view digest (participants,
                   members, their signed keys, commitments, nonces) seeds the graph, so no one
-                  chose it; verify every neighbour's signed keys; derive pair keys; Shamir-share
+                  chose it; of every member's signed keys (one body for all clients, so a host
+                  receives them once) verify the neighbours'; derive pair keys; Shamir-share
                   b and the mask private key among the neighbours (threshold t); seal each pair
                   of shares to its holder (AES-GCM, bound to the view), commit to each share and
                   to the envelope's key, and sign the envelope with those commitments.
@@ -259,7 +260,7 @@ class MaskClient(ClientRole):
         else:
             if request.nonces or request.key_hashes:
                 raise self._fail("graph nonces sent for a complete-graph epoch")
-            relayed = {p.client: p for p in request.peers}
+            relayed = {p.client: p for p in request.peers}  # every member's, this client's own among them
             members = tuple(sorted({self.client_id} | set(relayed)))
             if not set(members) <= set(ep.participants):
                 raise self._fail("the server sent keys of clients that are not participants")
@@ -274,13 +275,17 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         if ep.graph is not None:
             raise self._fail("keys were already shared in this key epoch")
+        ids = [peer.client for peer in request.peers]
+        if any(a >= b for a, b in zip(ids, ids[1:])):
+            raise self._fail("the relayed keys must be one entry per member, in id order")
         self._build_view(ep, request)
         lab = self._labels(ep)
-        neighbours = ep.graph.of(self.client_id)
         seen_keys = {ep.keys.share_public, ep.keys.mask_public}
-        for peer in request.peers:
-            if peer.client not in neighbours or peer.client in ep.peers:
-                raise self._fail(f"server sent keys of client {peer.client}, not a (new) neighbour")
+        for v in sorted(ep.graph.of(self.client_id)):  # the neighbours' keys; the others' are relayed for other clients
+            at = bisect.bisect_left(ids, v)
+            if at == len(ids) or ids[at] != v:
+                continue  # not relayed: no pair key, so not a holder (and a live set naming it is refused)
+            peer = request.peers[at]
             verify_keys(peer, directory=self.directory, **lab)
             if ep.key_hashes and ep.key_hashes[peer.client] != keys_hash(peer):
                 raise self._fail(f"the keys relayed for client {peer.client} are not the keys it committed to")

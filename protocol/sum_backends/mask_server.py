@@ -195,11 +195,9 @@ class MaskServer(ServerRole):
                 inbox[s.holder].append((s, committed[(client, s.holder)]))
             share_hashes.update(committed)
 
+        everyone = tuple(adverts[v].keys for v in sorted(advertised))  # one body for all: each client takes its neighbours'
         outcome = yield self._step(
-            Stage.SHARE_KEYS,
-            lambda h: {c: ShareKeysRequest(h, tuple(adverts[v].keys for v in sorted(graph.of(c) & advertised)), nonce_list, hash_list)
-                       for c in sorted(advertised)},
-            accept_shares,
+            Stage.SHARE_KEYS, lambda h: dict.fromkeys(sorted(advertised), ShareKeysRequest(h, everyone, nonce_list, hash_list)), accept_shares,
         )
         self._note(Stage.SHARE_KEYS, outcome)
         shared = set(outcome.accepted)

@@ -143,7 +143,7 @@ def _the_same_session_id_twice(patch: pytest.MonkeyPatch) -> bool:
     def relay_old_keys(direction, stage, client, data):
         if (direction, stage, client) == ("down", Stage.SHARE_KEYS, victim):
             request = codec.decode(data)
-            return codec.encode(dataclasses.replace(request, peers=tuple(old_keys[p.client] for p in request.peers)))
+            return codec.encode(dataclasses.replace(request, peers=tuple(old_keys.get(p.client, p) for p in request.peers)))  # the ghosts'
         if direction == "down" and stage is Stage.INPUT and client in (victim, *ghosts):  # envelopes between them would not open
             request, between = codec.decode(data), {victim} if client in ghosts else set(ghosts)
             return codec.encode(dataclasses.replace(request, shares=tuple(e for e in request.shares if e.owner not in between),
@@ -1355,7 +1355,8 @@ def _swapped_peer_keys_give_a_clients_input_away(patch: pytest.MonkeyPatch) -> b
     def hook(direction, stage, client, data):
         if (direction, stage, client) == ("down", Stage.SHARE_KEYS, 0):
             request = codec.decode(data)
-            peers = tuple(dataclasses.replace(p, mask_public=fake[p.client].public_key().public_bytes_raw()) for p in request.peers)
+            peers = tuple(dataclasses.replace(p, mask_public=fake[p.client].public_key().public_bytes_raw()) if p.client in fake else p
+                          for p in request.peers)  # every peer's; client 0's own entry as it advertised it
             return codec.encode(dataclasses.replace(request, peers=peers))
         if direction == "up" and client == 0 and stage in (Stage.INPUT, Stage.UNMASK):
             seen[stage] = codec.decode(data)

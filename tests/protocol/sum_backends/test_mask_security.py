@@ -37,8 +37,9 @@ def test_server_swapping_a_public_key_is_detected():
     attacker = X25519PrivateKey.generate().public_key().public_bytes_raw()
 
     def swap(request):
-        first = dataclasses.replace(request.peers[0], mask_public=attacker)
-        return dataclasses.replace(request, peers=(first,) + request.peers[1:])
+        peers = list(request.peers)  # every member's keys; [0] is client 0's own, [1] a neighbour's
+        peers[1] = dataclasses.replace(peers[1], mask_public=attacker)
+        return dataclasses.replace(request, peers=tuple(peers))
 
     session = local_session(MASK, range(N), intercept=_edit("down", Stage.SHARE_KEYS, 0, swap))
     with pytest.raises(ProtocolError, match="do not carry its signature") as info:
