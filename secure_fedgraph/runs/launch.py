@@ -1,5 +1,7 @@
 """Start a server process and client processes on 127.0.0.1: written once for the demo, the
-benchmarks and the integration tests.
+benchmarks and the integration tests. Each process may also run behind a command prefix (``ip
+netns exec NS``: runs/netns.py) at an address of its own host, so the same calls start a run
+across network namespaces.
 
 Child processes run ``python -P -m secure_fedgraph``: ``-P`` keeps the current folder off the
 module path, so a run started from inside a checkout imports the installed package (with
@@ -57,18 +59,23 @@ class LocalRun:
     out: Path
     env: Mapping[str, str] | None = None
     clients: list[subprocess.Popen] = field(default_factory=list)
+    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
-    def client(self, ids: str, *extra: str, stdout: int | IO[Any] | None = subprocess.PIPE, host_cert: bool = True) -> subprocess.Popen:
-        """Start a client process hosting ``ids`` (stderr joins stdout). With ``host_cert`` and the
+    def client(self, ids: str, *extra: str, stdout: int | IO[Any] | None = subprocess.PIPE, host_cert: bool = True,
+               prefix: Sequence[str] = (), certs: Path | None = None) -> subprocess.Popen:
+        """Start a client process hosting ``ids`` (stderr joins stdout), behind the command
+        ``prefix`` (e.g. ``ip netns exec NS``), with the keys folder ``certs`` (default: the
+        server's, where the run's keys were made). With ``host_cert`` and the
         CA key in the keys folder (the launcher runs where the keys were made), a process of several
         clients gets a host certificate for them first, and holds one connection for all of them."""
+        certs = certs or self.certs
         if host_cert:
-            ensure_host_cert(self.certs, ids)
-        process = subprocess.Popen(command("client", "--server", self.address, "--ids", ids, "--certs", str(self.certs), *extra),
+            ensure_host_cert(certs, ids)
+        process = subprocess.Popen([*prefix, *command("client", "--server", self.address, "--ids", ids, "--certs", str(certs), *extra)],
                                    stdout=stdout, stderr=subprocess.STDOUT, text=True, env=self.env)
         self.clients.append(process)
         return process
@@ -102,10 +109,13 @@ def start_server(
     env: Mapping[str, str] | None = None,
     ready_timeout_s: float = 60.0,
     port: int = 0,
+    host: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
 ) -> LocalRun:
-    """Start ``secure-fedgraph server`` on 127.0.0.1 (``port``, or 0: a free one, e.g. a server
-    resuming a run where its clients wait for it) and wait until it listens (it writes the port
-    to a file once bound). ``args`` are the server's other options.
+    """Start ``secure-fedgraph server`` on ``host`` (``port``, or 0: a free one, e.g. a server
+    resuming a run where its clients wait for it), behind the command ``prefix`` (e.g. ``ip netns
+    exec NS``), and wait until it listens (it writes the port to a file once bound). ``args`` are
+    the server's other options.
 
     Raises:
         LaunchError: the server exited or did not listen within ``ready_timeout_s`` (with its output).
@@ -116,7 +126,7 @@ def start_server(
     port_file.unlink(missing_ok=True)
     env = None if env is None else {**os.environ, **env}
     server = subprocess.Popen(
-        command("server", "--bind", f"127.0.0.1:{port}", "--port-file", str(port_file), "--certs", str(certs), "--out", str(out), *args),
+        [*prefix, *command("server", "--bind", f"{host}:{port}", "--port-file", str(port_file), "--certs", str(certs), "--out", str(out), *args)],
         stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env,
     )
     deadline = time.monotonic() + ready_timeout_s
@@ -127,7 +137,7 @@ def start_server(
             output = server.communicate()[0] if stdout == subprocess.PIPE else ""
             raise LaunchError(f"the server did not start listening within {ready_timeout_s:g} s:\n{output or ''}")
         time.sleep(0.05)
-    return LocalRun(server, int(port_file.read_text().strip()), certs, out, env)
+    return LocalRun(server, int(port_file.read_text().strip()), certs, out, env, host=host)
 
 
 def start_clients(run: LocalRun, ranges: Sequence[str], *extra: str, logs: Path | None = None) -> list[subprocess.Popen]:
