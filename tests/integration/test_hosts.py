@@ -25,7 +25,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -88,9 +87,13 @@ def _wait_for(path: Path, text: str, run: LocalRun, timeout_s: float) -> None:
         time.sleep(0.1)
 
 
-def _run_with_a_host_cut(work: Path, net: netns.Network, *, plan: str, options: dict, client_args: tuple[str, ...] = ()) -> dict:
+def _run_with_a_host_cut(work: Path, net: netns.Network, *, plan: str, options: dict, client_args: tuple[str, ...] = (),
+                         wrong_name: bool = False) -> dict:
     """Run ``plan`` (2 rounds, mask) across the hosts, cut host c once round 0 is over, and check
-    that the run finished over hosts a and b with c's clients dropped in round 1. Returns the metrics."""
+    that the run finished over hosts a and b with c's clients dropped in round 1. With
+    ``wrong_name``, host a first also starts a process that expects the server under the name
+    ``localhost``, which the certificate does not carry: its TLS handshake must fail. Returns the
+    metrics."""
     server = net["server"]
     kits = _provision(work, server.address)
     log = work / "server.log"
@@ -100,6 +103,8 @@ def _run_with_a_host_cut(work: Path, net: netns.Network, *, plan: str, options: 
                            "--step-timeout", str(STEP_TIMEOUT_S), "--set", "rounds=2", *sets,
                            certs=kits["server"], stdout=out, env={"PYTHONUNBUFFERED": "1"}, host=server.address, prefix=server.prefix)
     try:
+        impostor = run.client(HOSTS["a"], "--server-name", "localhost", "--connect-timeout", "2", certs=kits["a"], prefix=net["a"].prefix) \
+            if wrong_name else None
         processes = {host: run.client(ids, "--server-name", server.address, *client_args, certs=kits[host], prefix=net[host].prefix)
                      for host, ids in HOSTS.items()}
         _wait_for(log, "round 0:", run, timeout_s=120)
@@ -109,6 +114,9 @@ def _run_with_a_host_cut(work: Path, net: netns.Network, *, plan: str, options: 
         for host in HOSTS.keys() - {CUT}:
             assert processes[host].wait(timeout=30) == 0, processes[host].communicate()[0]
         assert processes[CUT].poll() is None  # cut off, it never heard the end: it is still waiting
+        if impostor is not None:
+            output = impostor.communicate(timeout=30)[0]
+            assert impostor.returncode == 1 and "Hostname Verification Check failed" in output, output
     finally:
         run.stop(grace_s=1.0)
     metrics = json.loads((run.out / "metrics.json").read_text())
@@ -126,8 +134,9 @@ def _run_with_a_host_cut(work: Path, net: netns.Network, *, plan: str, options: 
 
 def test_masked_fedavg_across_hosts_survives_a_host_cut_off(hosts, tmp_path):
     """fedavg-gru (secure FedAvg of per-sensor GRUs, mask) across four namespaces; host c is cut
-    off in round 1. Round 0 averaged all seven clients' models, round 1 at least the survivors'."""
-    metrics = _run_with_a_host_cut(tmp_path, hosts, plan="fedavg-gru",
+    off in round 1. Round 0 averaged all seven clients' models, round 1 at least the survivors'.
+    A client that expects the server under another name than its address is refused by TLS."""
+    metrics = _run_with_a_host_cut(tmp_path, hosts, plan="fedavg-gru", wrong_name=True,
                                    options=dict(hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16))
     assert metrics["rounds"][0]["clients"] == CLIENTS and metrics["rounds"][1]["clients"] >= len(SURVIVORS)
     assert all(value == value for value in (metrics["test_rmse"], metrics["test_mae"]))  # finite numbers, not NaN
