@@ -115,13 +115,20 @@ def flower_cell(flower: Mapping | None) -> str:
     return f"{flower['k']}/{flower['t']} ({'ours' if flower['equal'] else flower['rule']}), {flower['date']}"
 
 
-def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: Path, *, keys_kept: bool = False) -> dict:
+def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: Path, *, keys_kept: bool = False, hosts=None) -> dict:
+    """One run of ``args.rounds`` rounds; on 127.0.0.1, or with ``hosts`` (a runs/netns.py
+    Network with hosts ``server`` and ``h0``, ``h1``, ...: benchmarks/hosts.py) the server and each
+    client process on a host of its own, the clients checking the server's certificate under its
+    address."""
     from secure_fedgraph.crypto.pki import init_keys
     from secure_fedgraph.runs.launch import id_ranges, start_clients, start_server
 
+    server = {} if hosts is None else {"host": hosts["server"].address, "prefix": hosts["server"].prefix}
     keys = work / f"keys-{n}"
     if not keys.exists():
-        init_keys(keys, clients=n)
+        init_keys(keys, clients=n, **({} if hosts is None else {"server_names": (), "server_ips": (server["host"],)}))
+    ranges = id_ranges(n, args.processes)
+    clients = {} if hosts is None else {"prefixes": [hosts[f"h{i}"].prefix for i in range(len(ranges))]}
     label = f"{backend}{'-kept' if keys_kept else ''}-{n}-{length}"
     out = work / f"run-{label}"
     started = time.monotonic()
@@ -130,9 +137,10 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
                        "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend,
                        "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
                        *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []), *args.extra.split(),
-                       certs=keys, out=out)
+                       certs=keys, out=out, **server)
     try:
-        start_clients(run, id_ranges(n, args.processes), "--backend", backend, *args.extra.split())
+        start_clients(run, ranges, "--backend", backend, *args.extra.split(), *(() if hosts is None else ("--server-name", server["host"])),
+                      **clients)
         run.wait(timeout=3600)
         for c in run.clients:
             c.wait(timeout=120)

@@ -140,15 +140,18 @@ def start_server(
     return LocalRun(server, int(port_file.read_text().strip()), certs, out, env, host=host)
 
 
-def start_clients(run: LocalRun, ranges: Sequence[str], *extra: str, logs: Path | None = None) -> list[subprocess.Popen]:
-    """One client process per ``--ids`` range; output to ``logs/client-process-<i>.log`` when
-    given (the files stay for the user to read), else discarded."""
+def start_clients(run: LocalRun, ranges: Sequence[str], *extra: str, logs: Path | None = None,
+                  prefixes: Sequence[Sequence[str]] = ()) -> list[subprocess.Popen]:
+    """One client process per ``--ids`` range, the i-th behind the command ``prefixes[i]`` when
+    given (its host: runs/netns.py); output to ``logs/client-process-<i>.log`` when given (the
+    files stay for the user to read), else discarded."""
     started = []
     for i, ids in enumerate(ranges):
+        prefix = prefixes[i] if prefixes else ()
         if logs is None:
-            started.append(run.client(ids, *extra, stdout=subprocess.DEVNULL))
+            started.append(run.client(ids, *extra, stdout=subprocess.DEVNULL, prefix=prefix))
             continue
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"client-process-{i}.log", "w") as log:  # the child keeps its own handle
-            started.append(run.client(ids, *extra, stdout=log))
+            started.append(run.client(ids, *extra, stdout=log, prefix=prefix))
     return started
