@@ -44,5 +44,10 @@ class DataNotFoundError(SecureFedGraphError, FileNotFoundError):
     """A dataset file is missing; the message names the file and where it was looked for."""
 
 
+class DataFormatError(SecureFedGraphError, ValueError):
+    """A dataset file is there but does not hold what its format says; the message names the
+    file and what is wrong with it."""
+
+
 class TransportError(SecureFedGraphError):
     """A message could not be delivered (deadline, size limit, connection)."""

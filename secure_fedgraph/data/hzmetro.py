@@ -28,6 +28,7 @@ The error metrics (TGCRN's masked RMSE, MAE and MAPE) are in training/metrics.py
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -38,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from secure_fedgraph.data.graph_series import DailySeries
 from secure_fedgraph.data.locate import ENV_VAR, data_root, require
-from secure_fedgraph.errors import DataNotFoundError
+from secure_fedgraph.errors import ConfigError, DataNotFoundError
 
 DATASET = "hzmetro"
 SHA256 = {
@@ -110,13 +112,14 @@ def day_of_week(times: np.ndarray) -> np.ndarray:
     return (days + 3) % 7  # 1970-01-01 was a Thursday
 
 
-def time_slot(times: np.ndarray) -> np.ndarray:
-    """TGCRN's time id for metro data: the 15-minute slot since 05:30, 0 .. 72, int64.
+def time_slot(times: np.ndarray, origin: np.timedelta64 = FIRST_STEP, step: np.timedelta64 = STEP) -> np.ndarray:
+    """TGCRN's time id for metro data: the 15-minute slot since 05:30, 0 .. 72, int64 (another
+    series: its ``step``-long slot since ``origin`` after midnight).
 
     (TGCRN's default ``period_time=False`` gives weekends and holidays the same ids as
     workdays; :func:`day_of_week` is separate for models that want it.)"""
     times = np.asarray(times, dtype="datetime64[ns]")
-    return ((times - times.astype("datetime64[D]") - FIRST_STEP) // STEP).astype(np.int64)
+    return ((times - times.astype("datetime64[D]") - origin) // step).astype(np.int64)
 
 
 # -- windows ---------------------------------------------------------------------------------
@@ -127,12 +130,16 @@ class MetroWindows:
     """Windows: ``x`` (S, T_in, N, 2) and ``y`` (S, T_out, N, 2), channels [inflow, outflow]
     (passenger counts per 15 min until :meth:`MetroSplits.normalised`), with the timestamps of
     their steps, ``x_time`` (S, T_in) and ``y_time`` (S, T_out), datetime64[ns]. Time features
-    are the same for every station, so they are kept per window and step, not per station."""
+    are the same for every station, so they are kept per window and step, not per station.
+    A day's slots start at ``slot_origin`` after midnight, ``slot_step`` apart (HZMetro: 05:30,
+    15 min; another series: its DailySeries', data/graph_series.py)."""
 
     x: np.ndarray
     y: np.ndarray
     x_time: np.ndarray
     y_time: np.ndarray
+    slot_origin: np.timedelta64 = FIRST_STEP
+    slot_step: np.timedelta64 = STEP
 
     def __len__(self) -> int:
         return len(self.x)
@@ -156,11 +163,11 @@ class MetroWindows:
 
     @property
     def x_slot(self) -> np.ndarray:
-        return time_slot(self.x_time)
+        return time_slot(self.x_time, self.slot_origin, self.slot_step)
 
     @property
     def y_slot(self) -> np.ndarray:
-        return time_slot(self.y_time)
+        return time_slot(self.y_time, self.slot_origin, self.slot_step)
 
     @property
     def day_of_week(self) -> np.ndarray:
@@ -170,7 +177,7 @@ class MetroWindows:
     def stations(self, indices: Sequence[int] | np.ndarray) -> MetroWindows:
         """The same windows restricted to ``indices`` (one client's stations), in that order."""
         idx = _station_indices(indices, self.n_stations)
-        return MetroWindows(self.x[:, :, idx].copy(), self.y[:, :, idx].copy(), self.x_time, self.y_time)
+        return dataclasses.replace(self, x=self.x[:, :, idx].copy(), y=self.y[:, :, idx].copy())
 
 
 def _station_indices(indices: Sequence[int] | np.ndarray, n: int) -> np.ndarray:
@@ -334,9 +341,10 @@ class ZScore:
     std: np.ndarray
 
     @classmethod
-    def from_sums(cls, sums: Mapping[str, np.ndarray]) -> ZScore:
+    def from_sums(cls, sums: Mapping[str, np.ndarray], channels: int = 2) -> ZScore:
         """From :meth:`MetroSplits.training_sums` (one client's, or all clients' pooled): mean
-        sum / count and the population standard deviation (numpy's default ddof=0, as TGCRN)."""
+        sum / count and the population standard deviation (numpy's default ddof=0, as TGCRN),
+        for ``channels`` channels."""
         total, squares, count = (np.asarray(sums[k], dtype=np.float64) for k in ("sum", "sum_sq", "count"))
         if (count <= 0).any():
             raise ValueError(f"training statistics need a positive count, got {count.tolist()}")
@@ -344,7 +352,7 @@ class ZScore:
         std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
         if not (std > 0).all():
             raise ValueError(f"training standard deviation must be positive, got {std.tolist()}")
-        return cls(np.broadcast_to(mean, (2,)).copy(), np.broadcast_to(std, (2,)).copy())
+        return cls(np.broadcast_to(mean, (channels,)).copy(), np.broadcast_to(std, (channels,)).copy())
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         """(..., 2) counts to z-scores, float32."""
@@ -376,13 +384,14 @@ class MetroSplits:
         channels, all stations (a step counts once per window that holds it)."""
         x = self.train.x.astype(np.float64)
         axes = tuple(range(x.ndim - 1)) if per_channel else None
-        shape = (2,) if per_channel else (1,)
-        count = np.full(shape, x.size / (2 if per_channel else 1))
+        channels = x.shape[-1]
+        shape = (channels,) if per_channel else (1,)
+        count = np.full(shape, x.size / (channels if per_channel else 1))
         return {"sum": np.reshape(x.sum(axis=axes), shape), "sum_sq": np.reshape((x**2).sum(axis=axes), shape), "count": count}
 
     def scaler(self, *, per_channel: bool = False) -> ZScore:
         """TGCRN's statistics (one mean and std over the training inputs), or one per channel."""
-        return ZScore.from_sums(self.training_sums(per_channel=per_channel))
+        return ZScore.from_sums(self.training_sums(per_channel=per_channel), self.train.x.shape[-1])
 
     def normalised(self, scaler: ZScore, *, targets: bool = False) -> MetroSplits:
         """z-score the inputs (and the targets too with ``targets=True``). Targets stay in
@@ -390,7 +399,7 @@ class MetroSplits:
         values, so a model's output goes through :meth:`ZScore.inverse` before them."""
 
         def norm(w: MetroWindows) -> MetroWindows:
-            return MetroWindows(scaler.transform(w.x), scaler.transform(w.y) if targets else w.y, w.x_time, w.y_time)
+            return dataclasses.replace(w, x=scaler.transform(w.x), y=scaler.transform(w.y) if targets else w.y)
 
         return MetroSplits(norm(self.train), norm(self.val), norm(self.test))
 
@@ -400,14 +409,15 @@ class MetroSplits:
 
 
 def metro_windows(
-    data: HZMetro, *, train_days: int = 5, val_days: int = 1, test_days: int = 1, steps_in: int = 4, steps_out: int = 4
+    data: HZMetro | DailySeries, *, train_days: int = 5, val_days: int = 1, test_days: int = 1, steps_in: int = 4, steps_out: int = 4
 ) -> MetroSplits:
     """Split the days chronologically and cut windows inside each day.
 
     With the 7 available days the default is train 2019-01-19..23 (Saturday to Wednesday),
     val 01-24 and test 01-25. A window takes ``steps_in`` steps in and the next ``steps_out``
     out, sliding by one step inside a day, never across days: 73 - 8 + 1 = 66 per day, the
-    same windows as PVCGN's files (ordered by day, then start).
+    same windows as PVCGN's files (ordered by day, then start). ``data`` may also be any
+    series' complete days (``GraphSeries.daily()``, data/graph_series.py).
 
     Raises:
         ValueError: day counts below 1 or not adding up to the days available; windows
@@ -415,12 +425,12 @@ def metro_windows(
     """
     n_days, steps = data.flow.shape[:2]
     if min(train_days, val_days, test_days) < 1 or train_days + val_days + test_days != n_days:
-        raise ValueError(
-            f"train_days + val_days + test_days must equal the {n_days} days available ({data.dates.tolist()}), "
+        raise ConfigError(
+            f"train_days + val_days + test_days must equal the {n_days} days available ({data.dates[0]} .. {data.dates[-1]}), "
             f"each at least 1; got {train_days} + {val_days} + {test_days}"
         )
     if steps_in < 1 or steps_out < 1 or steps_in + steps_out > steps:
-        raise ValueError(f"steps_in and steps_out must be >= 1 with steps_in + steps_out <= {steps}, got {steps_in} and {steps_out}")
+        raise ConfigError(f"steps_in and steps_out must be >= 1 with steps_in + steps_out <= {steps} (a day's steps), got {steps_in} and {steps_out}")
     per_day = steps - steps_in - steps_out + 1
     starts = np.arange(per_day)[:, None]
     x_idx, y_idx = starts + np.arange(steps_in), starts + steps_in + np.arange(steps_out)
@@ -432,6 +442,8 @@ def metro_windows(
             flow[:, y_idx].reshape((-1, steps_out) + flow.shape[2:]),
             times[:, x_idx].reshape(-1, steps_in),
             times[:, y_idx].reshape(-1, steps_out),
+            getattr(data, "slot_origin", FIRST_STEP),
+            getattr(data, "slot_step", STEP),
         )
 
     a, b = train_days, train_days + val_days
@@ -450,5 +462,5 @@ def partition_stations(n_clients: int, n_stations: int = N_STATIONS) -> tuple[np
     recursive: 5, 9, 14), with no dependency and no randomness.
     """
     if not 1 <= n_clients <= n_stations:
-        raise ValueError(f"n_clients must be in [1, {n_stations}], got {n_clients}")
+        raise ConfigError(f"n_clients must be in [1, {n_stations}] (clients: at most one per station), got {n_clients}")
     return tuple(block.copy() for block in np.array_split(np.arange(n_stations), n_clients))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from secure_fedgraph.data.locate import data_root, require
-from secure_fedgraph.errors import ConfigError, DataNotFoundError
+from secure_fedgraph.errors import ConfigError, DataFormatError, DataNotFoundError
 
 PACKAGED = Path(__file__).with_name("files") / "metr_la_week1.npz"
 SPEED_SHA256 = "aa5479b18b634a4a2905bdf7f37abc85bfe4b71d8f4c70de53689ed8389c54b5"
@@ -65,14 +65,7 @@ class MetrLA:
         if root is None:
             return cls._packaged()
         paths = require(root, "metr-la", cls.raw_files)
-        with open(paths["los-loop/los_speed.csv"]) as f:
-            header = f.readline().strip().split(",")
-        speed = np.loadtxt(paths["los-loop/los_speed.csv"], delimiter=",", skiprows=1)
-        with open(paths["sensor_graph/adj_mx.pkl"], "rb") as f:
-            ids, _, adjacency = pickle.load(f, encoding="latin1")  # DCRNN's Python 2 pickle
-        if list(ids) != header:
-            raise DataNotFoundError("metr-la: los_speed.csv and adj_mx.pkl list the sensors in different orders")
-        return cls(speed, np.asarray(adjacency, dtype=np.float32), tuple(header))
+        return cls(*read_speeds_and_graph(paths["los-loop/los_speed.csv"], paths["sensor_graph/adj_mx.pkl"], dataset="metr-la"))
 
     @classmethod
     def _packaged(cls) -> MetrLA:
@@ -87,6 +80,32 @@ class MetrLA:
     @property
     def n_sensors(self) -> int:
         return self.speed.shape[1]
+
+
+def read_speeds_and_graph(speed_csv: Path, graph_pickle: Path, *, dataset: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """A DCRNN-style pair: speeds as CSV (a header of sensor ids, then one row per step) and
+    DCRNN's ``adj_mx.pkl`` (ids, id -> index, adjacency), the same sensors in the same order.
+
+    Returns:
+        speed (T, N) float64, adjacency (N, N) float32, the sensor ids.
+
+    Raises:
+        DataFormatError: unreadable numbers, or the two files list different sensors.
+    """
+    with open(speed_csv) as f:
+        header = f.readline().strip().split(",")
+    try:
+        speed = np.loadtxt(speed_csv, delimiter=",", skiprows=1, ndmin=2)
+    except ValueError as exc:
+        raise DataFormatError(f"{speed_csv}: expected a header of sensor ids, then one row of numbers per time step ({exc})") from None
+    with open(graph_pickle, "rb") as f:
+        ids, _, adjacency = pickle.load(f, encoding="latin1")  # DCRNN's Python 2 pickle
+    if list(ids) != header:
+        raise DataFormatError(f"{dataset}: {speed_csv.name} and {graph_pickle.name} list the sensors in different orders "
+                              f"({len(header)} columns, {len(ids)} sensors in the graph); the CSV header must be the graph's sensor ids, in order")
+    if speed.shape[1] != len(header):
+        raise DataFormatError(f"{speed_csv}: {speed.shape[1]} columns of numbers under a header of {len(header)} sensor ids")
+    return speed, np.asarray(adjacency, dtype=np.float32), tuple(header)
 
 
 @dataclass(frozen=True)
@@ -122,7 +141,7 @@ class TrafficSplits:
 
 def dcrnn_windows(
     speed: np.ndarray, *, steps_in: int = 12, steps_out: int = 12, train: float = 0.7, test: float = 0.2, max_windows: int | None = None,
-    stride: int = 1,
+    stride: int = 1, time_of_day: np.ndarray | None = None, segments: np.ndarray | None = None,
 ) -> TrafficSplits:
     """DCRNN's sliding windows and chronological split (speeds left in mph).
 
@@ -130,14 +149,20 @@ def dcrnn_windows(
     first windows of each split (for small, fast test runs). ``stride``: a window starts every
     ``stride`` steps (DCRNN's 1; ``steps_in`` makes the input windows disjoint, so a reading is
     in one window's input: the privacy unit "one reading" then costs what one window costs).
+    ``time_of_day`` (T,): each step's fraction of the day (default: five-minute steps from
+    midnight); ``segments`` (T,): the contiguous stretch of each step, and no window spans two
+    (default: one stretch), both from :class:`~secure_fedgraph.data.graph_series.GraphSeries`.
     """
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be an integer >= 1, got {stride!r}")
     if speed.ndim != 2:
         raise ValueError(f"speed must be (time, sensors), got shape {speed.shape}")
-    time_of_day = (np.arange(speed.shape[0]) % STEPS_PER_DAY) / STEPS_PER_DAY
+    if time_of_day is None:
+        time_of_day = (np.arange(speed.shape[0]) % STEPS_PER_DAY) / STEPS_PER_DAY
     features = np.stack([speed, np.broadcast_to(time_of_day[:, None], speed.shape)], axis=-1).astype(np.float32)
     starts = np.arange(0, speed.shape[0] - steps_in - steps_out + 1, stride)
+    if segments is not None:
+        starts = starts[segments[starts] == segments[starts + steps_in + steps_out - 1]]
     samples = len(starts)
     if samples < 10:
         raise ValueError(f"{speed.shape[0]} time steps make only {samples} windows of {steps_in} + {steps_out} (stride {stride})")
@@ -155,10 +180,11 @@ def dcrnn_windows(
     return TrafficSplits(xs, ys, tods)
 
 
-def check_sensors(sensors: int | None) -> None:
-    """A sensor count for a METR-LA run: None (all 207) or an int in [2, 207]."""
-    if sensors is not None and (isinstance(sensors, bool) or not isinstance(sensors, int) or not 2 <= sensors <= METR_LA_SENSORS):
-        raise ConfigError(f"sensors must be an int in [2, {METR_LA_SENSORS}], got {sensors!r}")
+def check_sensors(sensors: int | None, limit: int | None = METR_LA_SENSORS) -> None:
+    """A sensor count: None (all of them) or an int in [2, ``limit``] (None: no upper bound here,
+    the plans check it against the dataset's nodes when they load it)."""
+    if sensors is not None and (isinstance(sensors, bool) or not isinstance(sensors, int) or sensors < 2 or (limit is not None and sensors > limit)):
+        raise ConfigError(f"sensors must be an int in [2, {limit if limit is not None else 'the dataset nodes'}], got {sensors!r}")
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,6 +1,7 @@
 """FedSTGD (Wang et al., AAAI 2026), Algorithm 1, as a protocol: M clients each hold a block of
-HZMetro's stations; the cross-client graph term is computed through secure sums, forward and
-backward.
+the dataset's nodes (HZMetro's 80 stations by default; any graph series, ``dataset``); the
+cross-client graph term is computed through secure sums, forward and backward. Node counts,
+slots per day, channels and days come from the data (data/sources.py: layout_of).
 
 Algorithm (numbers match the comments in the code):
   0. Set-up: each client contributes the sum, sum of squares and count of its training inputs;
@@ -28,8 +29,8 @@ Algorithm (numbers match the comments in the code):
 Ablations (Table 3): ``gnea=False`` uses E_v itself in Γ ("w/o GNEA"); ``inter_client=False``
 sums each client's own terms only, with no P/Q secure sum ("w/o -,All": every client alone,
 with FedAvg); ``adjacency="off"`` drops the graph term ("w/o All,All"). The centralised
-upper bound is this same plan with ``clients=1`` (``one_party``): one party holding all 80
-stations, run by the same in-process runner with every sum its own value
+upper bound is this same plan with ``clients=1`` (``one_party``): one party holding every
+station, run by the same in-process runner with every sum its own value
 (``secure_fedgraph.runs.simulate.simulate_one_party``; ``secure-fedgraph run fedstgd --clients 1``).
 With ``adjacency="exact"`` its graph is TGCRN's eq. 5, with no decomposition.
 
@@ -65,7 +66,9 @@ import numpy as np
 import torch
 
 from secure_fedgraph import privacy
-from secure_fedgraph.data.hzmetro import STEPS_PER_DAY, HZMetro, MetroSplits, ZScore, metro_windows, partition_stations
+from secure_fedgraph.data.graph_series import SeriesLayout, day_split
+from secure_fedgraph.data.hzmetro import MetroSplits, ZScore, metro_windows, partition_stations
+from secure_fedgraph.data.sources import layout_of, load_series, node_count, resolve
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers import local_dp
@@ -80,7 +83,6 @@ from secure_fedgraph.training.forecasting import load_weights
 from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.training.sum_tape import SumTape
 
-N_STATIONS = 80
 GRADIENTS = ("exact", "detached")
 NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
 ERRORS = ("sse", "sae", "sape", "count")
@@ -95,8 +97,11 @@ class FedSTGDConfig(DPSGDOptions):
     """Options of the fedstgd plan (``--set KEY=VALUE``); defaults are the paper's.
 
     Attributes:
-        clients: M, the number of clients; client i holds the i-th contiguous block of
-            HZMetro's 80 stations (data/hzmetro.py: partition_stations).
+        dataset: the graph series the clients read: a name (hzmetro, nycbike1, metr-la,
+            pems-bay) or a graph-series folder (data/sources.py; ``--dataset``).
+        clients: M, the number of clients; client i holds the i-th contiguous block of the
+            dataset's nodes (data/hzmetro.py: partition_stations).
+        steps_in, steps_out: input and output window lengths (the paper's 4 and 4).
         rounds: global rounds R_g.
         local_epochs: local epochs R_l per round.
         sync: "round" (Algorithm 1: each client takes Adam steps on its own copy of the
@@ -116,7 +121,8 @@ class FedSTGDConfig(DPSGDOptions):
         lr_decay, milestones: the learning rate is multiplied by ``lr_decay`` at these epochs.
         hidden, node_dim, time_dim, embed_rank: GRU units, d_N, d_T and the rank of the
             node-time embedding that generates TGCRN's adaptive weights.
-        train_days, val_days, test_days: chronological split of the 7 days.
+        train_days, val_days, test_days: chronological split of the dataset's complete days
+            (None: from the data's own splits, else 70/10/20%: HZMetro's 7 days give 5/1/1).
         max_windows: keep only the first windows of each split (small test runs).
         forward_clip, gradient_clip: clipping ranges of the P/Q sums and of their gradient
             sums (dL/dS, in its own units); the gradient sums also state the resolution they
@@ -127,7 +133,10 @@ class FedSTGDConfig(DPSGDOptions):
         seed: run seed (global initialisation, private embeddings, batch order).
     """
 
+    dataset: str = "hzmetro"
     clients: int = 4
+    steps_in: int = 4
+    steps_out: int = 4
     rounds: int = 3
     local_epochs: int = 1
     sync: str = "round"
@@ -145,9 +154,9 @@ class FedSTGDConfig(DPSGDOptions):
     node_dim: int = 64
     time_dim: int = 64
     embed_rank: int = 8
-    train_days: int = 5
-    val_days: int = 1
-    test_days: int = 1
+    train_days: int | None = None
+    val_days: int | None = None
+    test_days: int | None = None
     max_windows: int | None = None
     forward_clip: float = 1e4
     gradient_clip: float = 100.0
@@ -155,15 +164,16 @@ class FedSTGDConfig(DPSGDOptions):
 
     def __post_init__(self) -> None:
         positive("clients", self.clients)
-        if self.clients > N_STATIONS:
-            raise ConfigError(f"clients must be at most the {N_STATIONS} stations, got {self.clients}")
-        for name in ("rounds", "local_epochs", "batch_size", "eval_batch_size", "hidden", "node_dim", "time_dim", "embed_rank",
-                     "train_days", "val_days", "test_days"):
+        if self.clients > node_count(self.dataset):
+            raise ConfigError(f"clients must be at most the {node_count(self.dataset)} stations of {self.dataset}, got {self.clients}")
+        for name in ("rounds", "local_epochs", "batch_size", "eval_batch_size", "hidden", "node_dim", "time_dim", "embed_rank", "steps_in",
+                     "steps_out"):
             positive(name, getattr(self, name))
-        positive("max_windows", self.max_windows, optional=True)
-        if self.train_days + self.val_days + self.test_days != 7:
-            raise ConfigError(f"train_days + val_days + test_days must be HZMetro's 7 available days, got "
-                              f"{self.train_days} + {self.val_days} + {self.test_days}")
+        for name in ("max_windows", "train_days", "val_days", "test_days"):
+            positive(name, getattr(self, name), optional=True)
+        known = self.known_layout()
+        if known is not None:
+            self.days(known)  # the day split adds up
         if self.adjacency not in ADJACENCIES:
             raise ConfigError(f"adjacency must be one of {ADJACENCIES}, got {self.adjacency!r}")
         if self.adjacency == "exact" and self.clients != 1:
@@ -197,22 +207,48 @@ class FedSTGDConfig(DPSGDOptions):
         """Whether P/Q go through secure sums (not "w/o -,All", and more than one client)."""
         return self.inter_client and self.clients > 1 and self.adjacency == "decomposed"
 
+    def known_layout(self) -> SeriesLayout | None:
+        """The dataset's sizes where they are known without a data directory (a pinned named
+        dataset or a folder; data/sources.py), else None (the run reads them with its data)."""
+        try:
+            where = resolve(self.dataset)
+            return None if where.source is not None and where.source.layout is None else layout_of(self.dataset)
+        except (ConfigError, OSError):
+            return None
+
+    def layout(self, layout: SeriesLayout | None = None) -> SeriesLayout:
+        """``layout``, or the dataset's as :meth:`known_layout` finds it."""
+        found = layout or self.known_layout()
+        if found is None:
+            raise ConfigError(f"dataset {self.dataset!r}: its sizes are read with its data (pass the run's layout)")
+        return found
+
+    def days(self, layout: SeriesLayout | None = None) -> tuple[int, int, int]:
+        """Train, val and test days of the chronological split."""
+        found = self.layout(layout)
+        return day_split(found.days, (self.train_days, self.val_days, self.test_days), found.splits)
+
+    def shape_for(self, layout: SeriesLayout | None = None) -> ModelShape:
+        """The model's sizes for the dataset's channels and slots per day."""
+        found = self.layout(layout)
+        return ModelShape(hidden=self.hidden, node_dim=self.node_dim, time_dim=self.time_dim, embed_rank=self.embed_rank, gnea=self.gnea,
+                          channels=found.channels, steps_in=self.steps_in, steps_out=self.steps_out, slots_per_day=found.steps_per_day)
+
     @property
     def shape(self) -> ModelShape:
-        return ModelShape(hidden=self.hidden, node_dim=self.node_dim, time_dim=self.time_dim, embed_rank=self.embed_rank, gnea=self.gnea,
-                          slots_per_day=STEPS_PER_DAY)
+        return self.shape_for()
 
-    def windows(self, split: str) -> int:
-        """Windows in a split: 66 per day (4 in, 4 out, never across days), capped."""
-        s = self.shape
-        days = {"train": self.train_days, "val": self.val_days, "test": self.test_days}[split]
-        count = days * (STEPS_PER_DAY - s.steps_in - s.steps_out + 1)
+    def windows(self, split: str, layout: SeriesLayout | None = None) -> int:
+        """Windows in a split: per day, slots - steps_in - steps_out + 1 (66 for HZMetro: never across days), capped."""
+        found = self.layout(layout)
+        days = dict(zip(("train", "val", "test"), self.days(found), strict=True))[split]
+        count = days * (found.steps_per_day - self.steps_in - self.steps_out + 1)
         return count if self.max_windows is None else min(count, self.max_windows)
 
-    def batches(self, split: str) -> list[int]:
+    def batches(self, split: str, layout: SeriesLayout | None = None) -> list[int]:
         """The size of every batch of a split (the last may be smaller)."""
         size = self.batch_size if split == "train" else self.eval_batch_size
-        count = self.windows(split)
+        count = self.windows(split, layout)
         return [min(size, count - start) for start in range(0, count, size)]
 
 
@@ -221,9 +257,9 @@ class FedSTGDSums:
     batch: one P/Q sum per GRU step and k (eqs. 22-23), the same again for their gradients
     with exact gradients, and with ``sync="batch"`` the pooled global gradient."""
 
-    def __init__(self, config: FedSTGDConfig) -> None:
+    def __init__(self, config: FedSTGDConfig, layout: SeriesLayout | None = None) -> None:
         self.config = config
-        self.shape = config.shape
+        self.shape = config.shape_for(layout)
 
     def forward(self, index: int, batch: int) -> SumSpec:
         """P_kj and Q_kj of sum ``index`` for a batch of ``batch`` windows."""
@@ -273,36 +309,41 @@ class FedSTGDSums:
 
 
 @functools.lru_cache(maxsize=2)
-def _splits(data_dir: str | None, train_days: int, val_days: int, test_days: int) -> MetroSplits:
-    return metro_windows(HZMetro.load(data_dir), train_days=train_days, val_days=val_days, test_days=test_days)
+def _splits(dataset: str, data_dir: str | None, days: tuple[int, int, int], steps_in: int, steps_out: int) -> MetroSplits:
+    train, val, test = days
+    return metro_windows(load_series(dataset, data_dir).daily(), train_days=train, val_days=val, test_days=test, steps_in=steps_in,
+                         steps_out=steps_out)
 
 
 @dataclass(frozen=True)
 class ClientData:
-    """What one client reads: the raw windows of its own stations (passenger counts)."""
+    """What one client reads: the raw windows of its own stations (passenger counts), and the
+    dataset's public sizes."""
 
     stations: np.ndarray
     splits: MetroSplits
+    layout: SeriesLayout | None = None
 
 
-def client_model(config: FedSTGDConfig, client_id: int, n_stations: int, global_weights: dict[str, Any]) -> FedSTGDModel:
+def client_model(config: FedSTGDConfig, client_id: int, n_stations: int, global_weights: dict[str, Any],
+                 layout: SeriesLayout | None = None) -> FedSTGDModel:
     """Client ``client_id``'s model: the broadcast global parameters and its own private E_v."""
-    model = FedSTGDModel(config.shape, n_stations, N_STATIONS, adjacency=config.adjacency)
+    model = FedSTGDModel(config.shape_for(layout), n_stations, config.layout(layout).nodes, adjacency=config.adjacency)
     model.reset_private(torch.Generator().manual_seed(derive_seed(config.seed, "client", client_id, "node embedding")))
     load_weights_global(model, global_weights)
     return model
 
 
-def initial_weights(config: FedSTGDConfig) -> dict[str, np.ndarray]:
+def initial_weights(config: FedSTGDConfig, layout: SeriesLayout | None = None) -> dict[str, np.ndarray]:
     """Θ and E_τ as the server initialises them (seeded; Algorithm 1, line 5)."""
-    model = FedSTGDModel(config.shape, 1, N_STATIONS)  # E_v is not global: its size is irrelevant here
+    model = FedSTGDModel(config.shape_for(layout), 1, config.layout(layout).nodes)  # E_v is not global: its size is irrelevant here
     model.reset_parameters(torch.Generator().manual_seed(derive_seed(config.seed, "server", "initial model")))
     return {k: v.numpy() for k, v in model.global_state().items()}
 
 
-def batch_order(config: FedSTGDConfig, epoch: int) -> np.ndarray:
+def batch_order(config: FedSTGDConfig, epoch: int, layout: SeriesLayout | None = None) -> np.ndarray:
     """The training windows' order in ``epoch``: one order for every client (shared seed)."""
-    return np.random.default_rng(derive_seed(config.seed, "batch order", epoch)).permutation(config.windows("train"))
+    return np.random.default_rng(derive_seed(config.seed, "batch order", epoch)).permutation(config.windows("train", layout))
 
 
 def window_batch(windows, indices: np.ndarray) -> tuple[torch.Tensor, np.ndarray, torch.Tensor]:
@@ -311,19 +352,19 @@ def window_batch(windows, indices: np.ndarray) -> tuple[torch.Tensor, np.ndarray
     return x, windows.y[indices], slots_of(windows.x_slot[indices], windows.y_slot[indices])
 
 
-def loss_terms(target: np.ndarray) -> int:
-    """The number of terms in a batch's pooled loss: windows x steps x all stations x channels."""
-    return target.shape[0] * target.shape[1] * N_STATIONS * target.shape[3]
+def loss_terms(target: np.ndarray, n_total: int) -> int:
+    """The number of terms in a batch's pooled loss: windows x steps x all ``n_total`` stations x channels."""
+    return target.shape[0] * target.shape[1] * n_total * target.shape[3]
 
 
-def l1_loss(prediction: torch.Tensor, target: np.ndarray, scaler: ZScore, *, per_window: bool = False) -> torch.Tensor:
+def l1_loss(prediction: torch.Tensor, target: np.ndarray, scaler: ZScore, *, n_total: int, per_window: bool = False) -> torch.Tensor:
     """This client's share of TGCRN's L1 loss on de-normalised values: its absolute errors over
     the number of loss terms of all clients, so the clients' losses add up to the pooled mean
     (``per_window``: one share per window, (B,), which add up to it)."""
     mean = torch.as_tensor(scaler.mean, dtype=prediction.dtype)
     std = torch.as_tensor(scaler.std, dtype=prediction.dtype)
     errors = (prediction * std + mean - torch.as_tensor(target, dtype=prediction.dtype)).abs()
-    return (errors.flatten(1).sum(1) if per_window else errors.sum()) / loss_terms(target)
+    return (errors.flatten(1).sum(1) if per_window else errors.sum()) / loss_terms(target, n_total)
 
 
 class FedSTGD(Plan):
@@ -345,21 +386,30 @@ class FedSTGD(Plan):
     def client_ids(self) -> list[int]:
         return list(range(self.config.clients))
 
+    def load_server_data(self, data_dir: str | os.PathLike | None) -> SeriesLayout:
+        """The dataset's public sizes (nodes, channels, slots per day, days), never its readings."""
+        layout = layout_of(self.config.dataset, data_dir)
+        self.config.days(layout)  # ConfigError now, not mid-run, if the day split does not add up
+        return layout
+
     def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> ClientData:
         c = self.config
-        stations = partition_stations(c.clients, N_STATIONS)[client_id]
-        splits = _splits(None if data_dir is None else str(data_dir), c.train_days, c.val_days, c.test_days)
+        layout = self.load_server_data(data_dir)
+        stations = partition_stations(c.clients, layout.nodes)[client_id]
+        splits = _splits(c.dataset, None if data_dir is None else str(data_dir), c.days(layout), c.steps_in, c.steps_out)
         if c.max_windows is not None:
             cap = c.max_windows
-            splits = MetroSplits(*(type(w)(w.x[:cap], w.y[:cap], w.x_time[:cap], w.y_time[:cap]) for w in (splits.train, splits.val, splits.test)))
-        return ClientData(stations, splits.stations(stations))
+            splits = MetroSplits(*(dataclasses.replace(w, x=w.x[:cap], y=w.y[:cap], x_time=w.x_time[:cap], y_time=w.y_time[:cap])
+                                   for w in (splits.train, splits.val, splits.test)))
+        return ClientData(stations, splits.stations(stations), layout)
 
     # -- server (Algorithm 1: the server only starts sums and releases error totals) ------------
 
     def server(self, ctx: ServerContext):
         c = self.config
-        sums = FedSTGDSums(c)
-        global_weights = initial_weights(c)
+        layout: SeriesLayout = ctx.data
+        sums = FedSTGDSums(c, layout)
+        global_weights = initial_weights(c, layout)
         with ctx.phase("set-up"):
             yield from ctx.start_round(0)
             yield from ctx.secure_sum(NORMALISATION)  # 0.
@@ -372,7 +422,7 @@ class FedSTGD(Plan):
                     yield from ctx.start_round(r)
             with ctx.phase("training"):
                 for _ in range(c.local_epochs):
-                    for size in c.batches("train"):  # 1.-2.
+                    for size in c.batches("train", layout):  # 1.-2.
                         batches += yield from self._server_batch(ctx, sums, size, training=True, synced=synced)
             if c.sync == "round":
                 with ctx.phase("fedavg"):
@@ -381,11 +431,11 @@ class FedSTGD(Plan):
                     except SumAbandoned:
                         pass  # every client keeps its own global parameters this round
             with ctx.phase("evaluation"):
-                errors = yield from self._server_evaluation(ctx, sums, "val")  # 4.
+                errors = yield from self._server_evaluation(ctx, sums, "val", layout)  # 4.
             history.append({"round": r, "clients": len(ctx.live), **errors})
             ctx.report(r, clients=len(ctx.live), val_rmse=errors["rmse"], val_mae=errors["mae"], val_mape=errors["mape"])
         with ctx.phase("evaluation"):
-            test = yield from self._server_evaluation(ctx, sums, "test")  # 5.
+            test = yield from self._server_evaluation(ctx, sums, "test", layout)  # 5.
         per_batch = {
             "secure_sums_per_batch": sums.per_batch(),
             "elements_up_per_client_per_batch": sums.elements_per_batch() + (synced.size if synced else 0),
@@ -410,8 +460,8 @@ class FedSTGD(Plan):
             return 0
         return 1
 
-    def _server_evaluation(self, ctx: ServerContext, sums: FedSTGDSums, split: str):
-        for size in self.config.batches(split):
+    def _server_evaluation(self, ctx: ServerContext, sums: FedSTGDSums, split: str, layout: SeriesLayout):
+        for size in self.config.batches(split, layout):
             yield from self._server_batch(ctx, sums, size, training=False)
         name = "validation" if split == "val" else "test"
         totals = yield from released_errors(ctx, errors_spec(name, ERRORS, clip_range=1e12))
@@ -425,23 +475,25 @@ class FedSTGD(Plan):
     def client(self, ctx: ClientContext):
         c = self.config
         data: ClientData = ctx.data
+        layout = data.layout
         moments = yield ctx.secure_sum(NORMALISATION.name, data.splits.training_sums())  # 0.
-        scaler = ZScore.from_sums(moments.values)
+        scaler = ZScore.from_sums(moments.values, layout.channels)
         splits = data.splits.normalised(scaler)
-        model = client_model(c, ctx.client_id, len(data.stations), (yield ctx.receive("model")))
-        private = local_dp.client_mechanism(ctx, c, samples=c.windows("train"), batch_size=c.windows("train"), per_epoch=True,
+        model = client_model(c, ctx.client_id, len(data.stations), (yield ctx.receive("model")), layout)
+        training = c.windows("train", layout)
+        private = local_dp.client_mechanism(ctx, c, samples=training, batch_size=training, per_epoch=True,
                                             sensitivity=c.dpsgd_sensitivity)  # DP-SGD, or None
         adam = lambda parameters: torch.optim.Adam(parameters, lr=c.lr, weight_decay=c.weight_decay)  # noqa: E731
         with (contextlib.nullcontext((model, adam(model.parameters()))) if private is None else
-              private.training(model, adam, samples=c.windows("train"), per_sample="loop")) as (_, optimiser):
+              private.training(model, adam, samples=training, per_sample="loop")) as (_, optimiser):
             schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, list(c.milestones), gamma=c.lr_decay)
             for r in range(c.rounds):
                 for e in range(c.local_epochs):
-                    order = batch_order(c, r * c.local_epochs + e)
+                    order = batch_order(c, r * c.local_epochs + e, layout)
                     for start in range(0, len(order), c.batch_size):  # 1.-2.
                         x, y, slots = window_batch(splits.train, order[start : start + c.batch_size])
                         try:
-                            yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler, private)
+                            yield from self._client_batch(ctx, model, optimiser, x, y, slots, scaler, private, n_total=layout.nodes)
                         except SumAbandoned:
                             pass  # the server abandoned one of the batch's sums: no step on it
                     schedule.step()
@@ -463,7 +515,7 @@ class FedSTGD(Plan):
         client's own value is the sum."""
         return (lambda tensors: ctx.secure_sum(name, tensors)) if self.config.cross_client else None
 
-    def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore, private=None):
+    def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore, private=None, *, n_total: int):
         """One training batch: the forward pass through the P/Q sums (eqs. 22-23, then 13-16
         with the sums), the L1 loss, the backward pass through the gradient sums (G = sum_i
         dL_i/dS), and an Adam step (line 13); with ``sync="batch"`` on the pooled gradient.
@@ -472,8 +524,8 @@ class FedSTGD(Plan):
         tape = SumTape()
         constants = model.batch_constants(slots)
         segment = lambda i, state, summed: model.segment(i, state, summed, x, constants)  # noqa: E731
-        prediction = yield from tape.forward(segment, c.shape.n_sums, summed_by=self._summed_by(ctx, "pq"))
-        losses = l1_loss(prediction, y, scaler, per_window=private is not None)
+        prediction = yield from tape.forward(segment, model.shape.n_sums, summed_by=self._summed_by(ctx, "pq"))
+        losses = l1_loss(prediction, y, scaler, n_total=n_total, per_window=private is not None)
         optimiser.zero_grad()
         yield from tape.backward(losses.sum(), exact=c.gradients == "exact", summed_by=self._summed_by(ctx, "pq-grad"), keep=private is not None)
         if private is not None:  # each window's gradient of its own mean loss; the DP optimiser clips, noises and averages them
@@ -497,7 +549,7 @@ class FedSTGD(Plan):
                 constants = model.batch_constants(slots)
             segment = lambda i, state, summed: model.segment(i, state, summed, x, constants)  # noqa: E731
             try:
-                prediction = yield from SumTape().forward(segment, c.shape.n_sums, summed_by=self._summed_by(ctx, "pq"), grad=False)
+                prediction = yield from SumTape().forward(segment, model.shape.n_sums, summed_by=self._summed_by(ctx, "pq"), grad=False)
             except SumAbandoned:
                 continue  # the server dropped this batch from the evaluation too
             sums = masked_error_sums(scaler.inverse(prediction.numpy()), y)

@@ -342,8 +342,8 @@ def test_sync_batch_trains_the_one_party_decomposed_model(monkeypatch):
     made = module.client_model
     full = torch.randn(80, TINY["node_dim"], generator=torch.Generator().manual_seed(5)) / TINY["node_dim"] ** 0.5
 
-    def same_embeddings(config, client_id, n_stations, weights):  # one draw of all 80 rows, split as the clients hold them
-        model = made(config, client_id, n_stations, weights)
+    def same_embeddings(config, client_id, n_stations, weights, layout=None):  # one draw of all 80 rows, split as the clients hold them
+        model = made(config, client_id, n_stations, weights, layout)
         with torch.no_grad():
             model.node_embedding.copy_(full[partition_stations(config.clients)[client_id]])
         return model
