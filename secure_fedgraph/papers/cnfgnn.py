@@ -48,16 +48,16 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from secure_fedgraph.data.metr_la import check_sensors, load_cached
+from secure_fedgraph.data.sources import load_series
 from secure_fedgraph.errors import ConfigError, DropoutError, SumAbandoned
 from secure_fedgraph import models  # models.GraphNet loads PyG on first use: on the server, not in client processes
 from secure_fedgraph.models import GRUSeq2Seq
 from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
+    check_series_options,
     client_normalisation,
     server_normalisation,
-    sensor_windows,
 )
 from secure_fedgraph import privacy  # the accountant loads opacus on first use: only DP runs pay for it
 from secure_fedgraph.papers import local_dp
@@ -72,7 +72,6 @@ from secure_fedgraph.validation import positive, positive_number
 
 VARIANTS = ("at+fedavg", "at", "sl", "sl+fedavg")
 DP_UNITS = ("window", "reading", "sensor")
-STEPS_IN = 12  # input steps of a window: h_c,i depends on these only
 SPLITS = ("train", "val", "test")
 WINDOW_COUNTS = SumSpec("window_counts", (TensorSpec("windows", (len(SPLITS),)),))
 
@@ -83,7 +82,10 @@ class CNFGNNConfig(DPOptions, DPSGDOptions):
 
     Attributes:
         rounds: global rounds R_g.
-        sensors: clients = the first ``sensors`` METR-LA sensors and their subgraph (None: 207).
+        dataset: the graph series (METR-LA by default; a name or a folder, data/sources.py):
+            each client reads its sensor's first channel.
+        sensors: clients = the first ``sensors`` sensors and their subgraph (None: all of them).
+        steps_in, steps_out: input and output window lengths (12 and 12, as CNFGNN and DCRNN).
         variant: "at+fedavg" (CNFGNN), "at" (alternating training without FedAvg), "sl" (split
             learning) or "sl+fedavg" (Table 10).
         hidden_size: GRU encoder hidden size and h_G size (64).
@@ -110,7 +112,10 @@ class CNFGNNConfig(DPOptions, DPSGDOptions):
     """
 
     rounds: int = 3
+    dataset: str = "metr-la"
     sensors: int | None = None
+    steps_in: int = 12
+    steps_out: int = 12
     variant: str = "at+fedavg"
     hidden_size: int = 64
     client_rounds: int = 1
@@ -133,7 +138,7 @@ class CNFGNNConfig(DPOptions, DPSGDOptions):
     server_device: str = "cpu"
 
     def __post_init__(self) -> None:
-        check_sensors(self.sensors)
+        check_series_options(self)
         check_device("server_device", self.server_device)
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
@@ -196,11 +201,11 @@ class CNFGNN(SensorPlan):
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SensorGraph:
         """The subgraph of the run's sensors (the adjacency file only)."""
         n = len(self.client_ids())
-        return SensorGraph(*models.sensor_graph(load_cached(None if data_dir is None else str(data_dir)).adjacency[:n, :n]), n)
+        return SensorGraph(*models.sensor_graph(load_series(self.config.dataset, data_dir).adjacency[:n, :n]), n)
 
     def client_model(self) -> GRUSeq2Seq:
         """θ̄_c^(0): the initial client model (A1 line 1), seeded."""
-        model = GRUSeq2Seq(hidden_size=self.config.hidden_size, graph_size=self.config.hidden_size)
+        model = GRUSeq2Seq(hidden_size=self.config.hidden_size, horizon=self.config.steps_out, graph_size=self.config.hidden_size)
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial client model")))
         return model
 
@@ -230,10 +235,10 @@ class CNFGNN(SensorPlan):
         unit, stride = self.config.dp_unit, self.config.window_stride
         if unit == "window":
             if self.config.dpsgd_sigma:  # DP-SGD's sample is the whole window, its targets too
-                return privacy.Unit(privacy.UnitKind.ROW, "one window (12 input and 12 target steps) of one sensor client")
+                return privacy.Unit(privacy.UnitKind.ROW, f"one window ({self.config.steps_in} input and {self.config.steps_out} target steps) of one sensor client")
             return privacy.WINDOW
         if unit == "reading":
-            span = -(-STEPS_IN // stride)
+            span = -(-self.config.steps_in // stride)
             return privacy.Unit(privacy.UnitKind.SPAN, f"one reading of one sensor client (in up to {span} windows' inputs)", span=span)
         return privacy.Unit(privacy.UnitKind.CLIENT, "one sensor client: every reading it holds, over the run")
 
@@ -243,7 +248,7 @@ class CNFGNN(SensorPlan):
         them; SL: those its batches reach), the validation windows once a round and the test
         windows once; the window counts are the series' (the same for every sensor)."""
         c = self.config
-        windows = sensor_windows(0, data_dir, c.max_windows, c.window_stride)
+        windows = self.load_client_data(0, data_dir)
         counts = [np.full(len(windows.y[s]), c.rounds if s != "test" else 1) for s in SPLITS]
         return privacy.member_releases(self.privacy_unit(), counts)
 
@@ -307,7 +312,7 @@ class CNFGNN(SensorPlan):
         c = self.config
         yield ctx.upload(WINDOW_COUNTS.name, {"windows": np.array([len(ctx.data.y[s]) for s in SPLITS], dtype=np.float32)})  # set-up
         data, mean, std = yield from client_normalisation(ctx, ctx.data)
-        model = GRUSeq2Seq(hidden_size=c.hidden_size, graph_size=c.hidden_size)
+        model = GRUSeq2Seq(hidden_size=c.hidden_size, horizon=c.steps_out, graph_size=c.hidden_size)
         load_weights(model, (yield ctx.receive("model")))  # A1 line 3
         sensor = SensorClient(self, ctx, data, mean, std, model)
         for r in range(c.rounds):

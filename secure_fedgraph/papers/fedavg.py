@@ -47,7 +47,6 @@ import torch
 
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models import GRUSeq2Seq
-from secure_fedgraph.data.metr_la import check_sensors
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers import local_dp
 from secure_fedgraph.papers.dp_options import DDPOptions, DPSGDOptions
@@ -55,6 +54,7 @@ from secure_fedgraph.privacy import Unit, UnitKind
 from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.papers.traffic import (
     SensorPlan,
+    check_series_options,
     client_normalisation,
     server_normalisation,
 )
@@ -70,7 +70,9 @@ class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
 
     Attributes:
         rounds: global rounds.
-        sensors: clients = the first ``sensors`` METR-LA sensors (None: all 207).
+        dataset: the graph series (METR-LA by default; a name or a folder, data/sources.py).
+        sensors: clients = the first ``sensors`` sensors (None: all of them).
+        steps_in, steps_out: input and output window lengths (12 and 12, DCRNN's).
         hidden_size: GRU hidden units (100: the paper's "GRU 63K").
         local_epochs: local epochs per round.
         max_local_steps: at most this many batches per round (None: whole epochs).
@@ -86,7 +88,10 @@ class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
     """
 
     rounds: int = 3
+    dataset: str = "metr-la"
     sensors: int | None = None
+    steps_in: int = 12
+    steps_out: int = 12
     hidden_size: int = 100
     local_epochs: int = 1
     max_local_steps: int | None = None
@@ -103,7 +108,7 @@ class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
         positive("hidden_size", self.hidden_size)
         positive("local_epochs", self.local_epochs)
         positive("batch_size", self.batch_size)
-        check_sensors(self.sensors)
+        check_series_options(self)
         for name in ("max_local_steps", "max_windows"):
             positive(name, getattr(self, name), optional=True)
         positive_number("lr", self.lr)
@@ -126,7 +131,7 @@ class FedAvgGRU(SensorPlan):
         return type(self)(dataclasses.replace(c, dpsgd_sigma=sigma))
 
     def _model(self) -> GRUSeq2Seq:
-        model = GRUSeq2Seq(hidden_size=self.config.hidden_size)
+        model = GRUSeq2Seq(hidden_size=self.config.hidden_size, horizon=self.config.steps_out)
         model.reset_parameters(torch.Generator().manual_seed(derive_seed(self.seed, "server", "initial model")))
         return model
 
@@ -164,7 +169,7 @@ class FedAvgGRU(SensorPlan):
 
     def client(self, ctx: ClientContext):
         c = self.config
-        model = GRUSeq2Seq(hidden_size=c.hidden_size)
+        model = GRUSeq2Seq(hidden_size=c.hidden_size, horizon=c.steps_out)
         start, saved = ctx.resume_from(None)
         if saved is not None:  # a resumed run: this client's own model and statistics at the round it resumes from
             mean, std = saved["mean"], saved["std"]

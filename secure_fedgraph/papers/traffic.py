@@ -1,6 +1,7 @@
-"""What the METR-LA forecasting plans share: one client per sensor, its DCRNN windows, the
-normalisation statistics as a secure sum (the error totals every plan reports are in
-error_totals.py).
+"""What the sensor forecasting plans share: one client per sensor of a graph series (METR-LA
+by default; ``dataset`` names another or a folder, data/sources.py), its DCRNN windows of the
+series' first channel, the normalisation statistics as a secure sum (the error totals every
+plan reports are in error_totals.py).
 
 Normalisation: each client contributes the mean and mean square of its training speeds; the
 secure sum gives DCRNN's global training statistics (the same numbers, within the encoding
@@ -15,34 +16,54 @@ import os
 from typing import Any
 
 from secure_fedgraph.data import dcrnn_windows
-from secure_fedgraph.data.metr_la import METR_LA_SENSORS, TrafficSplits, load_cached
+from secure_fedgraph.data.metr_la import TrafficSplits, check_sensors
+from secure_fedgraph.data.sources import load_series, node_count
+from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.steps import StepGen
+from secure_fedgraph.validation import positive
 
 MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
 
 
-def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None, stride: int = 1) -> TrafficSplits:
-    """One sensor's raw windows (mph), DCRNN's split (a window every ``stride`` steps): all a client reads."""
-    speed = load_cached(None if data_dir is None else str(data_dir)).speed
-    return dcrnn_windows(speed[:, [client_id]], max_windows=max_windows, stride=stride)
+def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None, stride: int = 1, *,
+                   dataset: str = "metr-la", steps_in: int = 12, steps_out: int = 12) -> TrafficSplits:
+    """One sensor's raw windows (the series' first channel: METR-LA's mph), DCRNN's split (a
+    window every ``stride`` steps, none across a gap in the series): all a client reads."""
+    series = load_series(dataset, data_dir)
+    return dcrnn_windows(series.signals[:, [client_id], 0], steps_in=steps_in, steps_out=steps_out, max_windows=max_windows, stride=stride,
+                         time_of_day=series.time_of_day(), segments=series.segments())
+
+
+def check_series_options(config) -> None:
+    """``dataset``, ``sensors``, ``steps_in`` and ``steps_out`` of a sensor plan's config: the
+    sensor count against the dataset's nodes (its name or its folder's header: no reading)."""
+    for name in ("steps_in", "steps_out"):
+        positive(name, getattr(config, name))
+    check_sensors(config.sensors, node_count(config.dataset))
 
 
 class SensorPlan(Plan):
-    """A METR-LA plan with one client per sensor: the first ``config.sensors`` sensors (all 207
-    by default), each reading only its own windows (``config.max_windows`` caps them)."""
+    """A plan with one client per sensor: the first ``config.sensors`` sensors of
+    ``config.dataset`` (all of them by default), each reading only its own windows
+    (``config.max_windows`` caps them)."""
 
     clients_field = "sensors"
     window_stride = 1  # a window every step, as DCRNN (CNFGNN's option can space them out)
 
     def client_ids(self) -> list[int]:
-        return list(range(self.config.sensors or METR_LA_SENSORS))
+        return list(range(self.config.sensors or node_count(self.config.dataset)))
 
     def load_client_data(self, client_id: int, data_dir: str | os.PathLike | None) -> TrafficSplits:
-        """This sensor's raw windows (mph), DCRNN's split."""
-        return sensor_windows(client_id, data_dir, self.config.max_windows, self.window_stride)
+        """This sensor's raw windows, DCRNN's split."""
+        c = self.config
+        try:
+            return sensor_windows(client_id, data_dir, c.max_windows, self.window_stride, dataset=c.dataset, steps_in=c.steps_in,
+                                  steps_out=c.steps_out)
+        except ValueError as exc:  # too few steps for the windows asked for
+            raise ConfigError(f"dataset {c.dataset}: {exc}") from None
 
 
 def server_normalisation(ctx: ServerContext) -> StepGen[Any]:
