@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from secure_fedgraph import __version__
-from secure_fedgraph.cli import (audit_command, client_command, compare_command, demo_commands, keys_command, run_command, server_command,
-                                 sweep_command)
+from secure_fedgraph.cli import (audit_command, client_command, compare_command, data_command, demo_commands, keys_command, run_command,
+                                 server_command, sweep_command)
 from secure_fedgraph.cli.arguments import OneLineParser
 from secure_fedgraph.errors import ConfigError, SecureFedGraphError
 
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_command.add_parser(commands, plans=plans)
     client_command.add_parser(commands)
     sweep_command.add_parser(commands)
+    data_command.add_parser(commands)
     demo_commands.add_sum_demo_parser(commands)
     return parser
 

@@ -94,6 +94,17 @@ def numbers(option: str, text: str, kind: type, check: Callable[[Any], object]) 
     return values
 
 
+DATASET_HELP = ("the graph series the plan reads: a name (metr-la, pems-bay, hzmetro, nycbike1: <data dir>/NAME/ in that dataset's "
+                "own layout) or PATH, a graph-series folder (docs/data.md); default the plan's own (cnfgnn, fedavg-gru, local-gru: "
+                "metr-la; fedstgd: hzmetro); the same as --set dataset=...")
+
+
+def add_dataset_option(parser: argparse.ArgumentParser) -> None:
+    """``--dataset NAME|PATH`` for the commands that run traffic plans (checked by
+    cli/plans.py: check_plan_data before anything heavy is imported)."""
+    parser.add_argument("--dataset", default=None, metavar="NAME|PATH", help=DATASET_HELP)
+
+
 def add_progress_options(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` and ``--log-format``, for the commands that run plans (``run``, ``server``): how
     the progress within a round shows on stderr (protocol/engine/progress.py); stdout keeps its lines."""

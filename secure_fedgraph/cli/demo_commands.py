@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from secure_fedgraph.cli.arguments import count, multiple_of_10
+from secure_fedgraph.cli.arguments import DATASET_HELP, count, multiple_of_10
 from secure_fedgraph.errors import ConfigError
 
 
@@ -16,12 +16,13 @@ def add_demo_parser(commands: argparse._SubParsersAction) -> None:
                                "secure FedAvg of per-sensor GRU forecasters on the first week of METR-LA (one client per sensor), and "
                                "check from the run's transcripts that the server saw only masked uploads and that the aggregates equal "
                                "the plaintext sums. Exit status 1 if a check fails.")
-    demo.add_argument("--clients", type=count(2), default=207, help="sensors, one client each (default all 207)")
+    demo.add_argument("--clients", type=count(2), default=None, help="sensors, one client each (default all of the dataset's: METR-LA's 207)")
     demo.add_argument("--processes", type=count(), default=3, help="client processes to spread them over (default 3)")
     demo.add_argument("--rounds", type=count(), default=3, help="FedAvg rounds (default 3)")
     demo.add_argument("--local-steps", type=count(), default=2, help="local Adam steps per round and client (default 2)")
     demo.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend (default mask)")
-    demo.add_argument("--data-dir", default=None, help="read METR-LA from DIR/metr-la instead of the packaged week")
+    demo.add_argument("--data-dir", default=None, help="read METR-LA from DIR/metr-la instead of the packaged week (and --dataset NAME from DIR/NAME)")
+    demo.add_argument("--dataset", default="metr-la", metavar="NAME|PATH", help=DATASET_HELP.replace("default the plan's own (cnfgnn, fedavg-gru, local-gru: metr-la; fedstgd: hzmetro)", "default metr-la, the packaged week") + "; the demo forecasts its first channel"),
     demo.add_argument("--keep", default=None, metavar="DIR", help="keep keys, transcripts and metrics in DIR (default: a temporary folder)")
     demo.set_defaults(handler=_demo, check=_check_demo)
 
@@ -38,10 +39,17 @@ def add_sum_demo_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check_demo(args: argparse.Namespace) -> None:
-    from secure_fedgraph.data import DATASETS
+    from secure_fedgraph.data.sources import check_files, node_count
     from secure_fedgraph.runs import preflight
 
-    DATASETS["metr-la"].check_files(args.data_dir)  # once, here: not once per client process
+    check_files(args.dataset, args.data_dir)  # once, here: not once per client process
+    nodes = node_count(args.dataset)
+    if args.clients is None:
+        args.clients = nodes
+    elif args.clients > nodes:
+        raise ConfigError(f"--clients {args.clients}: dataset {args.dataset} has {nodes} sensors (one client each at most)")
+    if args.processes > args.clients:
+        raise ConfigError(f"--processes must be between 1 and --clients ({args.clients}), got {args.processes}")
     if args.keep:
         preflight.check_writable_folder("--keep", args.keep)
 
@@ -56,7 +64,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     options = DemoOptions(
         clients=args.clients, processes=args.processes, rounds=args.rounds, local_steps=args.local_steps,
-        backend=args.backend, keep=Path(args.keep) if args.keep else None, data_dir=args.data_dir,
+        backend=args.backend, keep=Path(args.keep) if args.keep else None, data_dir=args.data_dir, dataset=args.dataset,
     )
     return 0 if run_demo(options) else 1
 

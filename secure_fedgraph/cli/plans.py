@@ -35,6 +35,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     values = dict(set_item(item, fields) for item in args.set or [])
     if args.clients is not None:
         values[cls.clients_field] = args.clients
+    if getattr(args, "dataset", None) is not None:
+        if "dataset" not in fields:
+            raise ConfigError(f"--dataset: plan {cls.name} reads no graph series (cnfgnn, fedavg-gru, local-gru and fedstgd do)")
+        values["dataset"] = args.dataset
     for option, key in (("rounds", "rounds"), ("dp_sigma", "dp_sigma"), ("dp_clip", "dp_clip"), ("dpsgd_sigma", "dpsgd_sigma"),
                         ("dpsgd_clip", "dpsgd_clip")):
         value = getattr(args, option, None)
@@ -47,6 +51,38 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         plan = plan.calibrated(args.target_epsilon, data_dir=args.data_dir, option=args.calibrate)
         print(f"{args.command}: --target-epsilon {args.target_epsilon:g} calibrates the noise: {_calibrated_noise(plan)}")
     return plan
+
+
+def chosen_dataset(args: argparse.Namespace) -> str | None:
+    """The dataset the command line names: ``--dataset``, else ``--set dataset=...``, else None."""
+    if getattr(args, "dataset", None) is not None:
+        return args.dataset
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if sep and key == "dataset":
+            return value
+    return None
+
+
+def check_plan_data(args: argparse.Namespace, *, files: bool = True) -> None:
+    """Preflight (no torch): the files the plan's dataset needs are there (``files``: the server
+    reads only what it holds itself, so it checks the name or folder alone), and ``--clients``
+    is at most its nodes; each mistake one line naming the file or option (exit 2)."""
+    from secure_fedgraph.data import DATASETS
+    from secure_fedgraph.data.sources import NAMES, check_files, node_count, resolve
+    from secure_fedgraph.papers import plan_dataset
+
+    default, chosen = plan_dataset(args.plan), chosen_dataset(args)
+    if default in NAMES:  # a plan over graph series
+        dataset = chosen or default
+        check_files(dataset, args.data_dir) if files else resolve(dataset, args.data_dir)
+        clients, nodes = getattr(args, "clients", None), node_count(dataset)
+        if clients is not None and clients > nodes:
+            raise ConfigError(f"--clients {clients}: dataset {dataset} has {nodes} nodes (at most one client per node)")
+    elif chosen is not None:
+        raise ConfigError(f"--dataset: plan {args.plan} reads no graph series (cnfgnn, fedavg-gru, local-gru and fedstgd do)")
+    elif default is not None and files:
+        DATASETS[default].check_files(args.data_dir)
 
 
 def _calibrated_noise(plan: Plan) -> str:

@@ -8,8 +8,8 @@ import json
 import time
 from pathlib import Path
 
-from secure_fedgraph.cli.arguments import add_progress_options, count, positive_float, progress_from_args
-from secure_fedgraph.cli.plans import has_test_metrics, plan_from_args, test_summary
+from secure_fedgraph.cli.arguments import add_dataset_option, add_progress_options, count, positive_float, progress_from_args
+from secure_fedgraph.cli.plans import check_plan_data, has_test_metrics, plan_from_args, test_summary
 from secure_fedgraph.cli.secure_options import add_secure_options, secure_config
 
 
@@ -34,6 +34,7 @@ def add_parser(commands: argparse._SubParsersAction, *, plans: str) -> None:
                      help="which noise --target-epsilon calibrates (default the plan's: dp_sigma for cnfgnn and nfedgnn, dpsgd_sigma otherwise)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="a plan option, e.g. server_rounds=2 (repeatable)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    add_dataset_option(run)
     run.add_argument("--transcript", action="store_true",
                      help="also write every party's transcript: RUN_DIR/transcript.bin (the server's) and RUN_DIR/clients/client-<id>.bin "
                           "(each client's, with its plaintext contributions for audits), for `secure-fedgraph audit`; replaces transcripts the folder held")
@@ -43,13 +44,9 @@ def add_parser(commands: argparse._SubParsersAction, *, plans: str) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from secure_fedgraph.data import DATASETS
-    from secure_fedgraph.papers import plan_dataset
     from secure_fedgraph.runs import preflight
 
-    dataset = plan_dataset(args.plan)
-    if dataset is not None:
-        DATASETS[dataset].check_files(args.data_dir)
+    check_plan_data(args)
     preflight.check_writable_folder("--out", args.out)
 
 

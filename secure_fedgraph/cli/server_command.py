@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from secure_fedgraph import __version__
-from secure_fedgraph.cli.arguments import add_progress_options, count, positive_float, progress_from_args
+from secure_fedgraph.cli.arguments import add_dataset_option, add_progress_options, count, positive_float, progress_from_args
 from secure_fedgraph.cli.keys_command import check_keys
-from secure_fedgraph.cli.plans import has_test_metrics, plan_from_args, set_item, test_summary
+from secure_fedgraph.cli.plans import check_plan_data, has_test_metrics, plan_from_args, set_item, test_summary
 from secure_fedgraph.cli.secure_options import add_crash_option, add_secure_options, given_secure_options, secure_config
 from secure_fedgraph.errors import ConfigError
 
@@ -46,6 +46,7 @@ def add_parser(commands: argparse._SubParsersAction, *, plans: str) -> None:
     server.add_argument("--port-file", default=None, help="write the bound port here (useful with port 0)")
     server.add_argument("--data-dir", default=None, help="data folder for what the server itself holds, e.g. CNFGNN's sensor graph "
                         "(default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    add_dataset_option(server)
     add_progress_options(server)
     add_secure_options(server)
     add_crash_option(server, "this server on entering the N-th (default first) step of STAGE")
@@ -65,6 +66,7 @@ def _check(args: argparse.Namespace) -> None:
         if args.plan is None or args.out is None:
             raise ConfigError(f"server: {'--plan' if args.plan is None else '--out'} is required (unless --resume RUN continues a run)")
         preflight.check_writable_folder("--out", args.out)
+        check_plan_data(args, files=False)
         clients = list(range(args.clients)) if args.clients else []
     check_keys(args.certs, server=True, clients=clients)
 

@@ -8,8 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from secure_fedgraph.cli.arguments import count, numbers
-from secure_fedgraph.cli.plans import plan_from_args
+from secure_fedgraph.cli.arguments import add_dataset_option, count, numbers
+from secure_fedgraph.cli.plans import check_plan_data, chosen_dataset, plan_from_args
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.validation import positive, positive_number
 
@@ -41,12 +41,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             "into its folder's audit/) and draw the leakage attacks' measures against epsilon: OUT/leakage-against-epsilon.png "
                             "(cnfgnn; nfedgnn: feature reconstruction, word recovery and link inference from the latents)")
     sweep.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
+    add_dataset_option(sweep)
     sweep.set_defaults(handler=_sweep, check=_check, clients=None)
 
 
 def _check(args: argparse.Namespace) -> None:
     """Parses --sigmas, --epsilons and --seeds into lists in ``args`` (the handler reads them so)."""
-    from secure_fedgraph.data import DATASETS
     from secure_fedgraph.runs import preflight
     from secure_fedgraph.runs.sweep import check_choices
 
@@ -57,7 +57,7 @@ def _check(args: argparse.Namespace) -> None:
     check_choices(args.plan, sigmas=args.sigmas or (), epsilons=args.epsilons or (), seeds=args.seeds, attacks=args.attacks)
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("sweep draws sweep.png with matplotlib, which is not installed: pip install matplotlib")
-    DATASETS["metr-la"].check_files(args.data_dir)
+    check_plan_data(args)
     preflight.check_writable_folder("--out", args.out)
 
 
@@ -66,11 +66,15 @@ def _sweep(args: argparse.Namespace) -> int:
 
     plan = plan_from_args(args)  # checks --rounds and --set against the plan before the first point starts
     forwarded = [*(("--rounds", str(args.rounds)) if args.rounds is not None else ()), *(f"--set={item}" for item in args.set or []),
-                 "--backend", args.backend]
+                 *(("--dataset", args.dataset) if args.dataset is not None else ()), "--backend", args.backend]
+    dataset = chosen_dataset(args)
+    centralised = not args.no_centralised and dataset in (None, "metr-la")
+    if centralised != (not args.no_centralised):
+        print(f"sweep: no centralised reference for dataset {dataset} (`compare`'s centralised baselines read METR-LA only)")
     options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
                            jobs=args.jobs, out=Path(args.out),
                            run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
-                           data_dir=args.data_dir, centralised=not args.no_centralised, attacks=args.attacks)
+                           data_dir=args.data_dir, centralised=centralised, attacks=args.attacks)
     folder, failures = sweep(options, say=print)
     for line in failures:
         print(f"sweep: failed: {line}", file=sys.stderr)

@@ -232,8 +232,10 @@ def read_folder(folder: str | os.PathLike) -> GraphSeries:
         signals = np.load(signals_path, allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise DataFormatError(f"{signals_path}: not a numpy .npy array ({exc})") from None
-    adjacency = _read_graph(folder / meta["graph"], meta, signals.shape[1] if signals.ndim == 3 else 0)
-    n, c = (signals.shape[1], signals.shape[2]) if signals.ndim == 3 else (0, 0)
+    if signals.ndim != 3:
+        raise DataFormatError(f"{signals_path}: signals must be [time, nodes, channels], got shape {signals.shape}")
+    adjacency = _read_graph(folder / meta["graph"], meta, signals.shape[1])
+    n, c = signals.shape[1], signals.shape[2]
     try:
         start = np.datetime64(meta["start"], "m")
     except ValueError:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,34 +163,34 @@ class Resolved:
     root: Path | None
 
 
-def resolve(dataset: str, data_dir: str | os.PathLike | None = None) -> Resolved:
-    """What ``dataset`` (a name or a folder) means, reading nothing.
+def resolve(dataset: str, data_dir: str | os.PathLike | None = None, *, option: str = "--dataset") -> Resolved:
+    """What ``dataset`` (a name or a folder) means, reading nothing; errors name ``option``.
 
     Raises:
         ConfigError: an unknown name, or a path that is not a folder.
     """
     if not isinstance(dataset, str) or not dataset:
-        raise ConfigError(f"--dataset must be a dataset name ({', '.join(NAMES)}) or a folder, got {dataset!r}")
+        raise ConfigError(f"{option} must be a dataset name ({', '.join(NAMES)}) or a folder, got {dataset!r}")
     if _is_path(dataset):
         folder = Path(dataset).expanduser()
         if not folder.is_dir():
-            raise ConfigError(f"--dataset {dataset}: no such folder")
+            raise ConfigError(f"{option} {dataset}: no such folder")
         if (folder / SERIES_FILE).is_file() or folder.name not in SOURCES:
             return Resolved(dataset, folder, None, None)
         return Resolved(dataset, folder, SOURCES[folder.name], folder.parent)
     if dataset not in SOURCES:
-        raise ConfigError(f"--dataset {dataset!r}: unknown dataset; known names: {', '.join(NAMES)}, or a folder path (docs/data.md)")
+        raise ConfigError(f"{option} {dataset!r}: unknown dataset; known names: {', '.join(NAMES)}, or a folder path (docs/data.md)")
     root = data_root(data_dir)
     return Resolved(dataset, None if root is None else root / dataset, SOURCES[dataset], root)
 
 
-def check_files(dataset: str, data_dir: str | os.PathLike | None = None) -> None:
+def check_files(dataset: str, data_dir: str | os.PathLike | None = None, *, option: str = "--dataset") -> None:
     """The command line's preflight: the files ``dataset`` needs are there (reads only series.json).
 
     Raises:
         ConfigError, DataNotFoundError, DataFormatError: one line naming the file or option.
     """
-    where = resolve(dataset, data_dir)
+    where = resolve(dataset, data_dir, option=option)
     if where.source is None:
         read_metadata(where.folder)
     elif where.root is not None:
@@ -235,6 +236,22 @@ def layout_of(dataset: str, data_dir: str | os.PathLike | None = None) -> Series
     if where.source.layout is not None:
         return where.source.layout
     return load_series(dataset, data_dir).layout
+
+
+def validate(dataset: str, data_dir: str | os.PathLike | None = None, *, option: str = "--dataset") -> GraphSeries:
+    """Read ``dataset`` fully, as a plan would, turning any reader's failure into one line
+    naming the dataset (``secure-fedgraph data check``).
+
+    Raises:
+        ConfigError, DataNotFoundError, DataFormatError: what is wrong, in one line.
+    """
+    check_files(dataset, data_dir, option=option)
+    try:
+        return load_series(dataset, data_dir)
+    except (ConfigError, DataNotFoundError, DataFormatError):
+        raise
+    except (ValueError, OSError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+        raise DataFormatError(f"{dataset}: cannot read it: {' '.join(str(exc).split())}") from None
 
 
 def describe(series: GraphSeries) -> str:

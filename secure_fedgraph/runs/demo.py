@@ -20,7 +20,7 @@ from pathlib import Path
 
 from secure_fedgraph.audit import audit, lines, write_report
 from secure_fedgraph.crypto.pki import init_keys
-from secure_fedgraph.data.metr_la import MetrLA
+from secure_fedgraph.data.sources import SOURCES, load_series, node_count
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.runs.launch import LaunchError, id_ranges, start_clients, start_server
 
@@ -34,10 +34,11 @@ class DemoOptions:
     backend: str = "mask"
     keep: Path | None = None
     data_dir: str | None = None
+    dataset: str = "metr-la"
 
     def __post_init__(self) -> None:
-        if not 2 <= self.clients <= 207:
-            raise ConfigError(f"--clients must be between 2 and 207 (METR-LA sensors), got {self.clients}")
+        if not 2 <= self.clients <= node_count(self.dataset):
+            raise ConfigError(f"--clients must be between 2 and {node_count(self.dataset)} ({self.dataset}'s sensors), got {self.clients}")
         if not 1 <= self.processes <= self.clients:
             raise ConfigError(f"--processes must be between 1 and --clients, got {self.processes}")
         if self.rounds < 1 or self.local_steps < 1:
@@ -51,9 +52,9 @@ def run_demo(options: DemoOptions, *, say: Callable[[str], None] = print) -> boo
     throwaway keys are deleted unless ``keep`` names the folder.
 
     Raises:
-        DataNotFoundError: ``data_dir`` lacks METR-LA's files (checked once, before any process starts).
+        DataNotFoundError: ``data_dir`` lacks the dataset's files (checked once, before any process starts).
     """
-    MetrLA.load(options.data_dir)  # bad data is reported here, once, not by every client process
+    load_series(options.dataset, options.data_dir)  # bad data is reported here, once, not by every client process
     work = options.keep or Path(tempfile.mkdtemp(prefix="secure-fedgraph-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -64,17 +65,24 @@ def run_demo(options: DemoOptions, *, say: Callable[[str], None] = print) -> boo
         say(f"demo: run folder {work} (metrics.json, transcripts, client logs)")
 
 
+def _absolute(dataset: str) -> str:
+    """A dataset folder as an absolute path (the server and client processes start elsewhere); a name as it is."""
+    return dataset if dataset in SOURCES else str(Path(dataset).expanduser().resolve())
+
+
 def _run(options: DemoOptions, work: Path, say) -> bool:
     started = time.monotonic()
     n = options.clients
     say(f"secure-fedgraph demo: secure FedAvg ({options.backend}) of per-sensor GRU forecasters (hidden 100, 12 steps in, "
-        f"12 out, Adam 1e-3) on the first week of METR-LA, {n} clients (one per sensor) in {options.processes} processes")
+        f"12 out, Adam 1e-3) on {'the first week of METR-LA' if options.dataset == 'metr-la' else options.dataset}, {n} clients "
+        f"(one per sensor) in {options.processes} processes")
     keys = init_keys(work / "keys", clients=n)
     say(f"  made a throwaway CA, server certificate and {n} client certificates with identity keys")
     run_dir, client_dir = work / "run", work / "clients"
     try:
         run = start_server(work, "--plan", "fedavg-gru", "--clients", str(n), "--backend", options.backend, "--transcript",
                            "--join-timeout", "90", "--set", f"rounds={options.rounds}", "--set", f"max_local_steps={options.local_steps}",
+                           "--set", f"dataset={_absolute(options.dataset)}",
                            certs=keys.root, out=run_dir)
     except LaunchError as exc:
         say(f"demo: {exc}")
@@ -96,7 +104,8 @@ def _run(options: DemoOptions, work: Path, say) -> bool:
         say("demo: the run did not finish")
         return False
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    say(f"\nTest on the last day: RMSE {metrics['test_rmse']:.2f} mph, MAE {metrics['test_mae']:.2f} mph "
+    unit = " mph" if options.dataset in ("metr-la", "pems-bay") else ""
+    say(f"\nTest on the last day: RMSE {metrics['test_rmse']:.2f}{unit}, MAE {metrics['test_mae']:.2f}{unit} "
         f"({metrics['clients_finished']} clients; {time.monotonic() - started:.0f} s in all)")
     say(f"\nAudit of the run's own transcripts against threat_model.md: secure-fedgraph audit {run_dir} {client_dir}")
     report = audit(run_dir, sorted(client_dir.glob("client-*.bin")), data_dir=options.data_dir)

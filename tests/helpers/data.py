@@ -66,3 +66,30 @@ needs_isruc = pytest.mark.skipif(ISRUC_DIR is None, reason="ISRUC_S3's DistanceM
 needs_uea = pytest.mark.skipif(UEA_DIR is None, reason="UEA BasicMotions and JapaneseVowels not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
 PLANETOID_DIR = _planetoid_dir()
 needs_planetoid = pytest.mark.skipif(PLANETOID_DIR is None, reason="Cora and CiteSeer not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+
+
+NYCBIKE1_DIR = _data_dir_holding("nycbike1", ("val.npz", "test.npz", "adj_mx.npz"))
+needs_nycbike1 = pytest.mark.skipif(NYCBIKE1_DIR is None, reason="NYCBike1 not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+PEMS_BAY_GRAPH_DIR = _data_dir_holding("pems-bay", ("sensor_graph/adj_mx_bay.pkl",))
+needs_pems_bay_graph = pytest.mark.skipif(PEMS_BAY_GRAPH_DIR is None,
+                                          reason="PEMS-BAY's sensor graph not found under $SECURE_FEDGRAPH_DATA or ../shared/data")
+
+
+def pems_bay_with_synthetic_speeds(root: Path, *, days: int = 2, seed: int = 0) -> Path:
+    """A data directory holding ``pems-bay/`` in its published layout: PEMS-BAY's real sensor
+    graph (DCRNN's adj_mx_bay.pkl, copied) and SYNTHETIC speeds in ``speed.csv`` (the shared
+    data have no PEMS-BAY readings): per sensor a daily cycle between about 40 and 65 mph plus
+    seeded noise, 288 five-minute steps a day, the header the graph's 325 sensor ids in order."""
+    import pickle
+    import shutil
+
+    folder = root / "pems-bay"
+    (folder / "sensor_graph").mkdir(parents=True)
+    shutil.copy(PEMS_BAY_GRAPH_DIR / "pems-bay" / "sensor_graph" / "adj_mx_bay.pkl", folder / "sensor_graph" / "adj_mx_bay.pkl")
+    with open(folder / "sensor_graph" / "adj_mx_bay.pkl", "rb") as f:
+        ids = pickle.load(f, encoding="latin1")[0]
+    rng = np.random.default_rng(seed)
+    t = np.arange(days * 288)[:, None]
+    speed = 52 + 12 * np.cos(2 * np.pi * (t / 288 + rng.random(len(ids)))) + rng.normal(0, 2, (len(t), len(ids)))
+    np.savetxt(folder / "speed.csv", speed, delimiter=",", header=",".join(ids), comments="", fmt="%.3f")
+    return root
