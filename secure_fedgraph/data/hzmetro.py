@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import os
 import pickle
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ import numpy as np
 
 from secure_fedgraph.data.graph_series import DailySeries
 from secure_fedgraph.data.locate import ENV_VAR, data_root, require
+from secure_fedgraph.data.safe_pickle import load_arrays
 from secure_fedgraph.errors import ConfigError, DataNotFoundError
 
 DATASET = "hzmetro"
@@ -60,27 +60,6 @@ _DAY = np.timedelta64(1, "D")
 
 # -- reading -----------------------------------------------------------------------------------
 
-_RECONSTRUCT = np.ndarray.__reduce__(np.empty(0))[0]  # numpy's array rebuilder, whatever module it lives in
-_ALLOWED = {
-    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-}
-
-
-class _ArraysOnly(pickle.Unpickler):
-    """An unpickler that builds numpy arrays, dicts and strings and refuses every other global.
-
-    Mapping ``numpy.core`` to the running numpy's own function also avoids numpy 2's warning."""
-
-    def find_class(self, module: str, name: str):
-        try:
-            return _ALLOWED[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only numpy arrays are expected") from None
-
-
 def _read_verified(path: Path, name: str):
     """Unpickle ``path`` after checking its bytes against ``SHA256[name]`` (the bytes that are
     hashed are the bytes that are unpickled)."""
@@ -92,7 +71,7 @@ def _read_verified(path: Path, name: str):
             f"(../shared/data/{DATASET}/SOURCE.md); not unpickling it. Replace it with the recorded file"
         )
     try:
-        return _ArraysOnly(io.BytesIO(blob)).load()
+        return load_arrays(blob)
     except pickle.UnpicklingError as e:
         raise DataNotFoundError(f"{DATASET}: {path}: {e}") from None
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from secure_fedgraph.data.locate import data_root, require
+from secure_fedgraph.data.safe_pickle import load_arrays
 from secure_fedgraph.errors import ConfigError, DataFormatError, DataNotFoundError
 
 PACKAGED = Path(__file__).with_name("files") / "metr_la_week1.npz"
@@ -98,8 +99,10 @@ def read_speeds_and_graph(speed_csv: Path, graph_pickle: Path, *, dataset: str) 
         speed = np.loadtxt(speed_csv, delimiter=",", skiprows=1, ndmin=2)
     except ValueError as exc:
         raise DataFormatError(f"{speed_csv}: expected a header of sensor ids, then one row of numbers per time step ({exc})") from None
-    with open(graph_pickle, "rb") as f:
-        ids, _, adjacency = pickle.load(f, encoding="latin1")  # DCRNN's Python 2 pickle
+    try:
+        ids, _, adjacency = load_arrays(graph_pickle.read_bytes(), encoding="latin1")  # DCRNN's Python 2 pickle
+    except (pickle.UnpicklingError, ValueError, TypeError) as exc:
+        raise DataFormatError(f"{graph_pickle}: not DCRNN's [sensor ids, id -> index, adjacency] pickle ({exc})") from None
     if list(ids) != header:
         raise DataFormatError(f"{dataset}: {speed_csv.name} and {graph_pickle.name} list the sensors in different orders "
                               f"({len(header)} columns, {len(ids)} sensors in the graph); the CSV header must be the graph's sensor ids, in order")

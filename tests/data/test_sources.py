@@ -121,3 +121,24 @@ def test_a_graph_series_folder_is_read_as_written(tmp_path):
     folder = write_folder(week.first_nodes(4), tmp_path / "four")
     assert node_count(str(folder)) == 4 and layout_of(str(folder)).days == 7
     assert np.array_equal(load_series(str(folder)).signals, week.signals[:, :4])
+
+
+class _Runs:
+    def __reduce__(self):
+        import os
+
+        return (os.getpid, ())
+
+
+def test_a_dataset_pickle_cannot_run_code(tmp_path):
+    """A folder named metr-la given as --dataset PATH (a client reads the path its server's run
+    names) holding a pickle that would call a function: refused before anything runs."""
+    import pickle
+
+    folder = tmp_path / "metr-la"
+    (folder / "los-loop").mkdir(parents=True)
+    (folder / "sensor_graph").mkdir()
+    (folder / "los-loop" / "los_speed.csv").write_text("a,b\n1,2\n3,4\n")
+    (folder / "sensor_graph" / "adj_mx.pkl").write_bytes(pickle.dumps([["a", "b"], {}, _Runs()]))
+    with pytest.raises(DataFormatError, match="refusing to load posix.getpid: only numpy arrays are expected"):
+        load_series(str(folder))
