@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from secure_fedgraph.cli.arguments import count
+from secure_fedgraph.errors import ConfigError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -19,7 +20,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--backend", choices=["mask", "ckks", "plain"], default="mask", help="secure-sum backend of the federated methods (default mask)")
     compare.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                          help="device of the centralised baselines and of CNFGNN's server GN (auto: CUDA when available)")
-    compare.add_argument("--sensors", type=count(), default=None, help="only the first N sensors and their subgraph (default all 207)")
+    compare.add_argument("--sensors", type=count(), default=None, help="only the first N sensors and their subgraph (default all of the dataset's)")
+    compare.add_argument("--dataset", default="metr-la", metavar="NAME|PATH",
+                         help="the graph series every method reads, its first channel: a name (metr-la, pems-bay, hzmetro, nycbike1) or a "
+                              "graph-series folder (docs/data.md); default metr-la")
     compare.add_argument("--max-windows", type=count(), default=None, help="at most this many windows per split (default all; for quick looks)")
     compare.add_argument("--seed", type=int, default=0, help="run seed of every method (default 0)")
     compare.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged week)")
@@ -27,10 +31,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from secure_fedgraph.data import DATASETS
+    from secure_fedgraph.data.sources import check_files, node_count
     from secure_fedgraph.runs import preflight
 
-    DATASETS["metr-la"].check_files(args.data_dir)
+    check_files(args.dataset, args.data_dir)
+    if args.sensors is not None and args.sensors > node_count(args.dataset):
+        raise ConfigError(f"--sensors {args.sensors}: dataset {args.dataset} has {node_count(args.dataset)} sensors")
     preflight.check_writable_folder("--out", args.out)
 
 
@@ -44,7 +50,7 @@ def _compare(args: argparse.Namespace) -> int:
         methods = tuple(METHODS)
     else:
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    budget = Budget(epochs=args.epochs, sensors=args.sensors, max_windows=args.max_windows, seed=args.seed)
+    budget = Budget(epochs=args.epochs, sensors=args.sensors, dataset=args.dataset, max_windows=args.max_windows, seed=args.seed)
     rows = compare(methods, budget, backend=Backend(args.backend), device=args.device, data_dir=args.data_dir, say=print)
     folder = write(rows, budget, args.out)
     print(markdown(rows, budget))

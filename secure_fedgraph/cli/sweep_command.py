@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from secure_fedgraph.cli.arguments import add_dataset_option, count, numbers
-from secure_fedgraph.cli.plans import check_plan_data, chosen_dataset, plan_from_args
+from secure_fedgraph.cli.plans import check_plan_data, plan_from_args
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.validation import positive, positive_number
 
@@ -67,14 +67,10 @@ def _sweep(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)  # checks --rounds and --set against the plan before the first point starts
     forwarded = [*(("--rounds", str(args.rounds)) if args.rounds is not None else ()), *(f"--set={item}" for item in args.set or []),
                  *(("--dataset", args.dataset) if args.dataset is not None else ()), "--backend", args.backend]
-    dataset = chosen_dataset(args)
-    centralised = not args.no_centralised and dataset in (None, "metr-la")
-    if centralised != (not args.no_centralised):
-        print(f"sweep: no centralised reference for dataset {dataset} (`compare`'s centralised baselines read METR-LA only)")
     options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
                            jobs=args.jobs, out=Path(args.out),
-                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows")},
-                           data_dir=args.data_dir, centralised=centralised, attacks=args.attacks)
+                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows", "dataset")},
+                           data_dir=args.data_dir, centralised=not args.no_centralised, attacks=args.attacks)
     folder, failures = sweep(options, say=print)
     for line in failures:
         print(f"sweep: failed: {line}", file=sys.stderr)

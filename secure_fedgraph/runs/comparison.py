@@ -69,17 +69,19 @@ class Row:
 @dataclass(frozen=True)
 class Budget:
     """What every method gets: ``epochs`` passes over the training windows of the first
-    ``sensors`` sensors (None: all 207), at most ``max_windows`` windows per split (None: all)."""
+    ``sensors`` sensors of ``dataset`` (None: all of them), at most ``max_windows`` windows per
+    split (None: all)."""
 
     epochs: int = 3
     sensors: int | None = None
+    dataset: str = "metr-la"
     max_windows: int | None = None
     seed: int = 0
 
 
 def plan_for(method: str, budget: Budget, device: str = "cpu") -> CNFGNN | FedAvgGRU:
     """The federated ``method``'s plan with ``budget``."""
-    common = dict(rounds=budget.epochs, sensors=budget.sensors, max_windows=budget.max_windows, seed=budget.seed)
+    common = dict(rounds=budget.epochs, sensors=budget.sensors, dataset=budget.dataset, max_windows=budget.max_windows, seed=budget.seed)
     if method in ("local-gru", "fedavg-gru"):
         return (LocalGRU if method == "local-gru" else FedAvgGRU)(FedAvgGRUConfig(**common))
     variant = {"cnfgnn": "at+fedavg", "cnfgnn-at": "at", "cnfgnn-sl": "sl", "cnfgnn-sl+fedavg": "sl+fedavg"}[method]
@@ -98,7 +100,8 @@ def centralised_config(budget: Budget, device: str = "cpu"):
     """The centralised baselines' configuration with ``budget``."""
     from secure_fedgraph.training.centralised import CentralisedConfig
 
-    return CentralisedConfig(epochs=budget.epochs, sensors=budget.sensors, max_windows=budget.max_windows, seed=budget.seed, device=device)
+    return CentralisedConfig(epochs=budget.epochs, sensors=budget.sensors, dataset=budget.dataset, max_windows=budget.max_windows, seed=budget.seed,
+                             device=device)
 
 
 def _centralised(method: str, budget: Budget, device: str, data_dir: str | os.PathLike | None, say: Callable[[str], None] | None) -> dict[str, Any]:
@@ -154,7 +157,8 @@ def markdown(rows: Sequence[Row], budget: Budget) -> str:
              "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.label} | {r.test_rmse:.3f} | {r.test_mae:.3f} | {r.val_rmse:.3f} | {r.seconds:.0f} | {r.paper_rmse:.3f} |")
-    sensors = "all 207 sensors" if budget.sensors is None else f"the first {budget.sensors} sensors"
+    sensors = ("all sensors" if budget.sensors is None else f"the first {budget.sensors} sensors") + (
+        "" if budget.dataset == "metr-la" else f" of {budget.dataset}")
     windows = "all windows" if budget.max_windows is None else f"at most {budget.max_windows} windows per split"
     lines.append(f"\n{budget.epochs} epoch(s) per method, {sensors}, {windows} (DCRNN split 70/10/20), seed {budget.seed}; "
                  "RMSE/MAE in mph, unmasked, pooled over all sensors and horizons.")

@@ -51,7 +51,7 @@ class SweepOptions:
         jobs: points running at once (each a process).
         out: the sweep folder (``points/`` holds every run folder).
         run_options: command-line options every ``run`` gets (``--rounds``, ``--set``, ``--backend``, ...).
-        budget: the plan's ``rounds``, ``sensors`` and ``max_windows`` (the centralised reference's budget).
+        budget: the plan's ``rounds``, ``sensors``, ``max_windows`` and ``dataset`` (the centralised reference's budget).
         data_dir: data folder for every point.
         centralised: also run the centralised reference (where the plan has one).
         attacks: also audit every private and non-private run (its transcripts, the leakage
@@ -140,6 +140,7 @@ def points(options: SweepOptions) -> list[Point]:
             folder = options.out / "points" / f"centralised-seed{seed}"
             budget = [f"--epochs={options.budget['rounds']}", f"--seed={seed}", "--device=cpu"]
             budget += [f"--{k.replace('_', '-')}={options.budget[k]}" for k in ("sensors", "max_windows") if options.budget.get(k) is not None]
+            budget += [f"--dataset={options.budget['dataset']}"] if options.budget.get("dataset") not in (None, "metr-la") else []
             out.append(Point("centralised", None, seed, folder, _cli("compare", "--methods", method, "--out", str(folder), *budget, *data)))
         for sigma in options.sigmas:
             folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"

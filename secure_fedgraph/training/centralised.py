@@ -54,7 +54,8 @@ from secure_fedgraph.data import TrafficSplits, dcrnn_windows
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.models import GraphGRU, GraphNet, GRUSeq2Seq, PooledGRU
 from secure_fedgraph.models.graph_net import sensor_graph
-from secure_fedgraph.data.metr_la import METR_LA_SENSORS, check_sensors, load_cached
+from secure_fedgraph.data.metr_la import check_sensors
+from secure_fedgraph.data.sources import load_series, node_count
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.seeds import derive_seed
 from secure_fedgraph.training.device import check_device, resolve_device
@@ -74,7 +75,8 @@ class CentralisedConfig:
 
     Attributes:
         epochs: passes over the training windows (at most; see ``patience``).
-        sensors: the first ``sensors`` METR-LA sensors and their subgraph (None: all 207).
+        sensors: the first ``sensors`` sensors and their subgraph (None: all of them).
+        dataset: the graph series (data/sources.py; METR-LA by default): its first channel.
         batch_size: windows per batch, each with all its sensors (None: CNFGNN's, 256 windows
             for the GRU and 64 for GRU + GN).
         lr: Adam learning rate (1e-3).
@@ -92,6 +94,7 @@ class CentralisedConfig:
 
     epochs: int = 100
     sensors: int | None = None
+    dataset: str = "metr-la"
     batch_size: int | None = None
     lr: float = 1e-3
     gru_hidden_size: int = 100
@@ -107,7 +110,7 @@ class CentralisedConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        check_sensors(self.sensors)
+        check_sensors(self.sensors, node_count(self.dataset))
         for name in ("epochs", "gru_hidden_size", "hidden_size", "gn_hidden", "gn_update", "gn_layers"):
             positive(name, getattr(self, name))
         positive("cl_decay_steps", self.cl_decay_steps, 0)
@@ -173,9 +176,9 @@ class PooledData:
 def load_pooled(config: CentralisedConfig, data_dir: str | os.PathLike | None = None) -> PooledData:
     """The first ``config.sensors`` sensors' DCRNN windows, z-scored with their pooled training
     statistics, and their subgraph."""
-    data = load_cached(None if data_dir is None else str(data_dir))
-    n = config.sensors or METR_LA_SENSORS
-    raw = dcrnn_windows(data.speed[:, :n], max_windows=config.max_windows)
+    data = load_series(config.dataset, data_dir)
+    n = config.sensors or data.n_nodes
+    raw = dcrnn_windows(data.signals[:, :n, 0], max_windows=config.max_windows, time_of_day=data.time_of_day(), segments=data.segments())
     mean, mean_square = raw.training_moments()
     std = math.sqrt(max(mean_square - mean**2, 0.0))
     if not std > 0:
