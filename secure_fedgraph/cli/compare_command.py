@@ -31,10 +31,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from secure_fedgraph.data.sources import check_files, node_count
+    from secure_fedgraph.data.sources import node_count, validate
     from secure_fedgraph.runs import preflight
 
-    check_files(args.dataset, args.data_dir)
+    validate(args.dataset, args.data_dir)
     if args.sensors is not None and args.sensors > node_count(args.dataset):
         raise ConfigError(f"--sensors {args.sensors}: dataset {args.dataset} has {node_count(args.dataset)} sensors")
     preflight.check_writable_folder("--out", args.out)

@@ -39,10 +39,10 @@ def add_sum_demo_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check_demo(args: argparse.Namespace) -> None:
-    from secure_fedgraph.data.sources import check_files, node_count
+    from secure_fedgraph.data.sources import node_count, validate
     from secure_fedgraph.runs import preflight
 
-    check_files(args.dataset, args.data_dir)  # once, here: not once per client process
+    validate(args.dataset, args.data_dir)  # once, here: not once per client process
     nodes = node_count(args.dataset)
     if args.clients is None:
         args.clients = nodes

@@ -65,17 +65,18 @@ def chosen_dataset(args: argparse.Namespace) -> str | None:
 
 
 def check_plan_data(args: argparse.Namespace, *, files: bool = True) -> None:
-    """Preflight (no torch): the files the plan's dataset needs are there (``files``: the server
-    reads only what it holds itself, so it checks the name or folder alone), and ``--clients``
-    is at most its nodes; each mistake one line naming the file or option (exit 2)."""
+    """Preflight (no torch): the plan's dataset reads and checks (``files``; read once per process,
+    so the run that follows reads it from memory; the server reads only what it holds itself, so
+    it checks the name or folder alone), and ``--clients`` is at most its nodes; each mistake one
+    line naming the file or option (exit 2)."""
     from secure_fedgraph.data import DATASETS
-    from secure_fedgraph.data.sources import NAMES, check_files, node_count, resolve
+    from secure_fedgraph.data.sources import NAMES, node_count, resolve, validate
     from secure_fedgraph.papers import plan_dataset
 
     default, chosen = plan_dataset(args.plan), chosen_dataset(args)
     if default in NAMES:  # a plan over graph series
         dataset = chosen or default
-        check_files(dataset, args.data_dir) if files else resolve(dataset, args.data_dir)
+        validate(dataset, args.data_dir) if files else resolve(dataset, args.data_dir)
         clients, nodes = getattr(args, "clients", None), node_count(dataset)
         if clients is not None and clients > nodes:
             raise ConfigError(f"--clients {clients}: dataset {dataset} has {nodes} nodes (at most one client per node)")

@@ -242,12 +242,14 @@ def read_folder(folder: str | os.PathLike) -> GraphSeries:
         raise DataFormatError(f"{folder / SERIES_FILE}: start must be an ISO date and time such as 2017-01-01T00:00, got {meta['start']!r}") from None
     step = meta["step_minutes"]
     whole = _MINUTES_PER_DAY // step if isinstance(step, int) and step > 0 else 1
-    series = GraphSeries(
-        name=str(meta.get("name", folder.name)), signals=signals, adjacency=adjacency.astype(np.float32), start=start, step_minutes=step,
-        steps_per_day=meta.get("steps_per_day", whole), channels=tuple(meta.get("channels", [f"channel{i}" for i in range(c)])),
-        node_ids=tuple(str(v) for v in meta.get("nodes", range(n))), splits=tuple(meta["splits"]) if "splits" in meta else None,
-    )
-    return series
+    try:
+        return GraphSeries(
+            name=str(meta.get("name", folder.name)), signals=signals, adjacency=adjacency.astype(np.float32), start=start, step_minutes=step,
+            steps_per_day=meta.get("steps_per_day", whole), channels=tuple(meta.get("channels", [f"channel{i}" for i in range(c)])),
+            node_ids=tuple(str(v) for v in meta.get("nodes", range(n))), splits=tuple(meta["splits"]) if "splits" in meta else None,
+        )
+    except DataFormatError as exc:
+        raise DataFormatError(f"{folder}: {exc}") from None
 
 
 def read_metadata(folder: Path) -> dict:

@@ -45,6 +45,18 @@ def _bad_series(tmp_path: Path) -> Path:
     return folder
 
 
+def _nan_series(tmp_path: Path) -> Path:
+    week = load_series("metr-la").first_nodes(3)
+    folder = tmp_path / "nan"
+    write_folder(week, folder)
+    signals = week.signals.copy()
+    signals[5, 1, 0] = np.nan  # a gap left unfilled: found by the preflight, not mid-run
+    np.save(folder / "signals.npy", signals)
+    meta = json.loads((folder / "series.json").read_text())
+    (folder / "series.json").write_text(json.dumps({**meta, "sha256": {}}))
+    return folder
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -60,13 +72,16 @@ def _bad_series(tmp_path: Path) -> Path:
         (["run", "fedrel", "--dataset", "nycbike1", "--out", "{tmp}/o"], "--dataset: plan fedrel reads no graph series"),
         (["demo", "--dataset", "nycbike1", "--clients", "200", "--data-dir", "{shared}"], "--clients 200: dataset nycbike1 has 128 sensors"),
         (["sweep", "cnfgnn", "--sigmas", "1", "--dataset", "{bad}", "--out", "{tmp}/o"], "step_minutes"),
+        (["run", "cnfgnn", "--dataset", "{nan}", "--out", "{tmp}/o"], "{nan}: metr-la: signals must be finite numbers"),
+        (["compare", "--dataset", "{nan}", "--out", "{tmp}/o"], "signals must be finite numbers"),
+        (["compare", "--dataset", "hzmetro", "--sensors", "90", "--data-dir", "{shared}", "--out", "{tmp}/o"], "--sensors 90: dataset hzmetro has 80"),
     ],
 )
 def test_a_data_mistake_is_one_line_and_exit_2_before_torch_is_imported(argv, message, tmp_path):
     """The probe runs this checkout's package (the repository folder first on the path)."""
     if any("{pems}" in a or "{shared}" in a for a in argv) and (PEMS_BAY_GRAPH_DIR is None or not (SHARED_DATA / "nycbike1").is_dir()):
         pytest.skip("needs ../shared/data's pems-bay graph and nycbike1")
-    values = {"tmp": tmp_path, "bad": _bad_series(tmp_path), "shared": SHARED_DATA, "pems": tmp_path / "p"}
+    values = {"tmp": tmp_path, "bad": _bad_series(tmp_path), "nan": _nan_series(tmp_path), "shared": SHARED_DATA, "pems": tmp_path / "p"}
     if any("{pems}" in a for a in argv):
         pems_bay_with_synthetic_speeds(tmp_path / "p")
         (tmp_path / "p" / "pems-bay" / "speed.csv").unlink()
