@@ -86,6 +86,7 @@ class CNFGNNConfig(DPOptions, DPSGDOptions):
             each client reads its sensor's first channel.
         sensors: clients = the first ``sensors`` sensors and their subgraph (None: all of them).
         steps_in, steps_out: input and output window lengths (12 and 12, as CNFGNN and DCRNN).
+        moments_clip: clip range of the normalisation sum (None: 1e4 for speeds, else 1e8; papers/traffic.py).
         variant: "at+fedavg" (CNFGNN), "at" (alternating training without FedAvg), "sl" (split
             learning) or "sl+fedavg" (Table 10).
         hidden_size: GRU encoder hidden size and h_G size (64).
@@ -116,6 +117,7 @@ class CNFGNNConfig(DPOptions, DPSGDOptions):
     sensors: int | None = None
     steps_in: int = 12
     steps_out: int = 12
+    moments_clip: float | None = None
     variant: str = "at+fedavg"
     hidden_size: int = 64
     client_rounds: int = 1
@@ -289,7 +291,7 @@ class CNFGNN(SensorPlan):
             yield from ctx.start_round(0)
             counts = yield from ctx.upload(WINDOW_COUNTS.name, WINDOW_COUNTS)
             gn.windows = _agreed_counts(counts)
-            yield from server_normalisation(ctx)
+            yield from server_normalisation(ctx, c)
             yield from ctx.broadcast("model", gn.client_weights)  # A1 lines 1-5: θ_c,i^(0) = θ̄_c^(0); h_G,c,i^(0) = 0 on the clients
         history = []
         for r in range(c.rounds):  # A1 line 6

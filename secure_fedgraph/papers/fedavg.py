@@ -73,6 +73,7 @@ class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
         dataset: the graph series (METR-LA by default; a name or a folder, data/sources.py).
         sensors: clients = the first ``sensors`` sensors (None: all of them).
         steps_in, steps_out: input and output window lengths (12 and 12, DCRNN's).
+        moments_clip: clip range of the normalisation sum (None: 1e4 for speeds, else 1e8; papers/traffic.py).
         hidden_size: GRU hidden units (100: the paper's "GRU 63K").
         local_epochs: local epochs per round.
         max_local_steps: at most this many batches per round (None: whole epochs).
@@ -92,6 +93,7 @@ class FedAvgGRUConfig(DPSGDOptions, DDPOptions):
     sensors: int | None = None
     steps_in: int = 12
     steps_out: int = 12
+    moments_clip: float | None = None
     hidden_size: int = 100
     local_epochs: int = 1
     max_local_steps: int | None = None
@@ -145,7 +147,7 @@ class FedAvgGRU(SensorPlan):
             with ctx.phase("set-up"):
                 yield from ctx.start_round(r)
                 if r == 0:
-                    yield from server_normalisation(ctx)  # 0. normalisation statistics
+                    yield from server_normalisation(ctx, c)  # 0. normalisation statistics
                     yield from ctx.broadcast("model", weights)  # 1.
             if self.averages:
                 with ctx.phase("fedavg"):

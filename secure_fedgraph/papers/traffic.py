@@ -23,9 +23,18 @@ from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.steps import StepGen
-from secure_fedgraph.validation import positive
+from secure_fedgraph.validation import positive, positive_number
 
-MOMENTS = SumSpec("normalisation", (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=1e4)
+MOMENTS = "normalisation"
+SPEED_DATASETS = ("metr-la", "pems-bay")  # mph: squares of speeds below 100 mph stay under 1e4
+
+
+def moments_spec(config) -> SumSpec:
+    """The normalisation sum: each client's mean and mean square, clipped to ``config.moments_clip``
+    (None: 1e4 for the speed datasets, as before, else 1e8: values up to 1e4 in magnitude, such
+    as passenger or bike counts). The bound is public: the server states it in the sum's spec."""
+    clip = config.moments_clip if config.moments_clip is not None else (1e4 if config.dataset in SPEED_DATASETS else 1e8)
+    return SumSpec(MOMENTS, (TensorSpec("mean", (1,)), TensorSpec("mean_square", (1,))), clip_range=clip)
 
 
 def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windows: int | None, stride: int = 1, *,
@@ -38,10 +47,13 @@ def sensor_windows(client_id: int, data_dir: str | os.PathLike | None, max_windo
 
 
 def check_series_options(config) -> None:
-    """``dataset``, ``sensors``, ``steps_in`` and ``steps_out`` of a sensor plan's config: the
-    sensor count against the dataset's nodes (its name or its folder's header: no reading)."""
+    """``dataset``, ``sensors``, ``steps_in``, ``steps_out`` and ``moments_clip`` of a sensor
+    plan's config: the sensor count against the dataset's nodes (its name or its folder's
+    header: no reading)."""
     for name in ("steps_in", "steps_out"):
         positive(name, getattr(config, name))
+    if config.moments_clip is not None:
+        positive_number("moments_clip", config.moments_clip)
     check_sensors(config.sensors, node_count(config.dataset))
 
 
@@ -66,16 +78,19 @@ class SensorPlan(Plan):
             raise ConfigError(f"dataset {c.dataset}: {exc}") from None
 
 
-def server_normalisation(ctx: ServerContext) -> StepGen[Any]:
-    """Server side of the normalisation sum."""
-    return (yield from ctx.secure_sum(MOMENTS))
+def server_normalisation(ctx: ServerContext, config) -> StepGen[Any]:
+    """Server side of the normalisation sum (its clip from ``config``: :func:`moments_spec`)."""
+    return (yield from ctx.secure_sum(moments_spec(config)))
 
 
 def client_normalisation(ctx: ClientContext, raw: TrafficSplits):
     """Client side: contribute this sensor's moments; returns (z-scored windows, mean, std)."""
     mean, mean_square = raw.training_moments()
-    moments = yield ctx.secure_sum(MOMENTS.name, {"mean": [mean], "mean_square": [mean_square]})
+    moments = yield ctx.secure_sum(MOMENTS, {"mean": [mean], "mean_square": [mean_square]})
     n = len(moments.contributors)
     mean = float(moments.values["mean"][0]) / n
-    std = math.sqrt(float(moments.values["mean_square"][0]) / n - mean**2)
+    std = math.sqrt(max(float(moments.values["mean_square"][0]) / n - mean**2, 0.0))  # the sum's encoding error can dip below 0
+    if not std > 0:
+        raise ConfigError(f"the clients' training values are constant ({mean:g}): nothing to normalise; use more windows or sensors "
+                          "(max_windows, sensors) or another channel of the data")
     return raw.normalised(mean, std), mean, std

@@ -90,3 +90,16 @@ def test_fedstgd_window_lengths_and_day_split_are_options():
 def _fresh_cache():
     yield
     sources._load.cache_clear()
+
+
+@needs_hzmetro
+def test_cnfgnn_normalises_passenger_counts_whose_squares_pass_the_speed_bound():
+    """HZMetro's inflows reach thousands: the normalisation sum's clip is 1e8 there (1e4, the
+    speed datasets', clipped each station's mean square and made the variance negative)."""
+    from secure_fedgraph.papers.traffic import moments_spec
+
+    assert moments_spec(CNFGNNConfig()).clip_range == 1e4 and moments_spec(CNFGNNConfig(dataset="hzmetro")).clip_range == 1e8
+    assert moments_spec(CNFGNNConfig(dataset="hzmetro", moments_clip=5e5)).clip_range == 5e5
+    config = CNFGNNConfig(dataset="hzmetro", **{**CNFGNN_TINY, "max_windows": None})
+    metrics = simulate(CNFGNN(config), SecureSumConfig(backend=Backend.MASK), data_dir=HZMETRO_DIR).metrics
+    assert 0 < metrics["test_mae"] <= metrics["test_rmse"] < 1000  # passengers per 15 minutes
