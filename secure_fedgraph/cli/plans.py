@@ -73,14 +73,14 @@ def check_plan_data(args: argparse.Namespace, *, files: bool = True) -> None:
     from secure_fedgraph.data.sources import NAMES, node_count, resolve, validate
     from secure_fedgraph.papers import plan_dataset
 
-    default, chosen = plan_dataset(args.plan), chosen_dataset(args)
+    default = plan_dataset(args.plan)
     if default in NAMES:  # a plan over graph series
-        dataset = chosen or default
+        dataset = chosen_dataset(args) or default
         validate(dataset, args.data_dir) if files else resolve(dataset, args.data_dir)
         clients, nodes = getattr(args, "clients", None), node_count(dataset)
         if clients is not None and clients > nodes:
             raise ConfigError(f"--clients {clients}: dataset {dataset} has {nodes} nodes (at most one client per node)")
-    elif chosen is not None:
+    elif getattr(args, "dataset", None) is not None:  # fedrel and nfedgnn name their own datasets with --set dataset=...
         raise ConfigError(f"--dataset: plan {args.plan} reads no graph series (cnfgnn, fedavg-gru, local-gru and fedstgd do)")
     elif default is not None and files:
         DATASETS[default].check_files(args.data_dir)

@@ -113,3 +113,15 @@ def test_run_cnfgnn_on_a_pems_bay_folder(tmp_path, capsys):
                  "--out", str(tmp_path / "run"), "--quiet", *TINY_CNFGNN]) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["config"]["config"]["dataset"] == str(root / "pems-bay") and 0 < metrics["test_rmse"] < 60
+
+
+def test_plans_with_their_own_dataset_option_keep_it(tmp_path, capsys):
+    """fedrel's and nfedgnn's `--set dataset=...` name a UEA archive or a Planetoid graph, not a
+    graph series: the preflight leaves it to them (only `--dataset` is refused there)."""
+    from types import SimpleNamespace
+
+    from secure_fedgraph.cli.plans import check_plan_data
+
+    check_plan_data(SimpleNamespace(plan="fedrel", set=["dataset=BasicMotions"], dataset=None, data_dir=None, clients=None))
+    with pytest.raises(Exception, match="--dataset: plan fedrel reads no graph series"):
+        check_plan_data(SimpleNamespace(plan="fedrel", set=[], dataset="nycbike1", data_dir=None, clients=None))
