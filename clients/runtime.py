@@ -45,6 +45,7 @@ import grpc
 import torch
 
 from secure_fedgraph import __version__
+from secure_fedgraph.clients.dataset_choice import own_dataset
 from secure_fedgraph.clients.ids import format_ids
 from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
@@ -74,6 +75,7 @@ class ClientOptions:
     ids: Sequence[int]
     keys: Path
     data_dir: Path | None = None
+    dataset: str | None = None  # the folder read where the server's plan names one (never the server's path)
     policy: ClientPolicy = field(default_factory=ClientPolicy)  # this process's own security minimums (M-POLICY)
     transcript_dir: Path | None = None
     audit: bool = False
@@ -114,6 +116,7 @@ class _Shared:
 
     ca: bytes
     pool: ThreadPoolExecutor | None = None  # --parallel workers: many hosted clients, a few at work, so memory stays bounded
+    dataset: str | None = None  # --dataset: the folder these clients read where the server names one (dataset_choice.py)
     outcomes: dict[int, ClientOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
@@ -160,6 +163,7 @@ class _Shared:
         config = json.loads(welcome.config_json)
         resume = config.pop("resume", None)
         secure = config_from_dict(config["secure_sum"])
+        config["plan"] = own_dataset(config["plan"], self.dataset)  # before the plan's checks read any data
         plan = plan_class(config["plan"]["plan"]).from_config_json(json.dumps(config["plan"]))
         if len(welcome.participants) != len(welcome.certificates):
             raise ProtocolError("the Welcome's participants and certificates do not match")
@@ -211,7 +215,7 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
     ensure_client_files(len(links), clients=len(options.ids), transcripts=len(options.ids) if options.transcript_dir is not None else 0)
     before = usage()
     with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="handle") as pool:
-        shared = _Shared(keys.ca.read_bytes(), pool)
+        shared = _Shared(keys.ca.read_bytes(), pool, options.dataset)
         hosts = [_HostLink(link, options, keys, shared, say) for link in links]
         threads = [threading.Thread(target=host.run, name=f"stream-{link.clients[0]}") for host, link in zip(hosts, links, strict=True)]
         for t in threads:

@@ -24,6 +24,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     client.add_argument("--certs", required=True, help="folder with ca.pem, clients/client-<id>.identity, and either hosts/host-<ids>.{pem,key} for "
                         "exactly these --ids (one connection for all of them; keys init --hosts, keys host) or clients/client-<id>.{pem,key}")
     client.add_argument("--data-dir", default=None, help="data folder (default: $SECURE_FEDGRAPH_DATA, else the packaged data)")
+    client.add_argument("--dataset", default=None, metavar="NAME|FOLDER",
+                        help="the graph series these clients read: where the server's plan names a folder, this one (a client never "
+                             "reads a folder the server names: threat_model.md R-DATASET); where it names a dataset, that name")
     policy = client.add_argument_group("security policy (what these clients accept, whatever the server announces; threat_model.md M-POLICY)")
     policy.add_argument("--backend", action=Repeatable, choices=["plain", "mask", "ckks"], default=["mask"],
                         help="backends these clients accept (repeatable; default mask only: ckks gives every input to one colluding "
@@ -104,6 +107,7 @@ def _client(args: argparse.Namespace) -> int:
         ids=parse_ids(args.ids),
         keys=Path(args.certs),
         data_dir=Path(args.data_dir) if args.data_dir else None,
+        dataset=args.dataset,
         policy=_policy(args),
         transcript_dir=Path(args.transcript) if args.transcript else None,
         audit=args.audit,

@@ -91,6 +91,8 @@ def _run(options: DemoOptions, work: Path, say) -> bool:
         extra = ["--transcript", str(client_dir), "--audit", "--backend", options.backend]
         if options.data_dir:
             extra += ["--data-dir", options.data_dir]
+        if options.dataset not in SOURCES:  # a folder: the clients are given it themselves (R-DATASET)
+            extra += ["--dataset", _absolute(options.dataset)]
         start_clients(run, id_ranges(n, options.processes), *extra, logs=work / "logs")
         for line in run.server.stdout:
             say("  " + line.rstrip())
