@@ -135,6 +135,7 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "R-MTLS": "TLS happens below the transcript",
     "R-HOST": "which stream a client's frames came on is below the transcript",
     "R-PKI": "certificate checks happen in the clients",
+    "R-DATASET": "which folder a client reads is its own option, on its own disk, not on the wire",
     "R-INPUT": "malformed messages never decode into a transcript record that the audit replays",
     "R-CRASH": "a property of the server's handling code",
     "R-STREAMS": "stream limits act before a Hello is recorded",
