@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.runs.sweep_progress import RunningPoints
 from secure_fedgraph.papers import plan_entry, plans_where
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -205,7 +206,8 @@ def _prv(privacy: dict[str, Any]) -> float | str:
 
 def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
     """Run every point (``jobs`` at once, each in its own process with its output in its folder's
-    ``output.txt``), reporting progress with a bar; returns (rows of the finished ones, failures)."""
+    ``output.txt``), reporting progress with a bar as each ends and, while they go, where each is
+    (sweep_progress.py); returns (rows of the finished ones, failures)."""
     lock, rows, failures, done = threading.Lock(), {}, [], [0]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))}
 
@@ -213,11 +215,15 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
         point = todo[index]
         point.folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        with open(point.folder / "output.txt", "w") as log:
-            code = subprocess.run(point.command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
-            if code == 0 and point.audit is not None:  # exit 1: a claim failed, which the audit reports; 2 or more: no audit
-                audited = subprocess.run(point.audit, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
-                code = 0 if audited in (0, 1) else audited
+        running.started(point.label, point.folder / "output.txt")
+        try:
+            with open(point.folder / "output.txt", "w") as log:
+                code = subprocess.run(point.command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+                if code == 0 and point.audit is not None:  # exit 1: a claim failed, which the audit reports; 2 or more: no audit
+                    audited = subprocess.run(point.audit, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+                    code = 0 if audited in (0, 1) else audited
+        finally:
+            running.finished(point.label)
         seconds = time.perf_counter() - started
         row, line = None, ""
         if code == 0:
@@ -237,7 +243,7 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
             say(f"sweep: {_bar(done[0], len(todo))} {point.label}: {line} ({seconds:.0f} s)")
 
     say(f"sweep: {_bar(0, len(todo))} {len(todo)} runs, {jobs} at a time")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with RunningPoints(say, lambda: _bar(done[0], len(todo))) as running, ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, range(len(todo))))
     return [rows[i] for i in sorted(rows)], failures
 
