@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         for backend in backends:
             for aggregation in ("uniform", "relevance"):
+                print(f"# {backend.value} {aggregation}, repeat {repeat + 1} of {args.repeats} ...", file=sys.stderr, flush=True)
                 row = one_run(args, backend, aggregation)
                 results.setdefault((backend.value, aggregation), []).append(row)
                 print(json.dumps({**row, "repeat": repeat}), flush=True)

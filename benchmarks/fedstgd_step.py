@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
              "|---|---|---|---|---|---|---|---|"]
     for name, run in transports.items():
         rows = {v: [] for v in VARIANTS}
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
             for variant in VARIANTS:
+                print(f"# {name} {variant}, repeat {repeat + 1} of {args.repeats} ...", file=sys.stderr, flush=True)
                 rows[variant].append(run(variant))
         plain = statistics.median(r["seconds"] for r in rows["plain"])
         floor = batch_floor(config, rows[FLOORED][0]["key_setup"], plain_s=plain, cores_used=cores_used[name], hosts=hosts[name])

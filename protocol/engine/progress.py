@@ -106,6 +106,9 @@ class StepReporter:
         self._shown: tuple[float, int] | None = None  # (when, answered) of the step's last line
         self._bar: tqdm | None = None
         self._ticker: threading.Thread | None = None
+        self._phase: tuple[int | None, str] | None = None  # (round, phase) of the steps in a row
+        self._phase_began, self._phase_steps = 0.0, 0
+        self._said_at: float | None = None  # when the last line went out
 
     def started(self, step: Step) -> None:
         """A transport begins ``step``: its requests go to ``len(step.requests)`` clients."""
@@ -113,6 +116,8 @@ class StepReporter:
             self._step, self._round = step, _round_of(step)
             self._asked, self._answered = len(step.requests), 0
             self._began, self._shown = self.clock(), None
+            if (self._round, step.phase) != self._phase:
+                self._phase, self._phase_began, self._phase_steps = (self._round, step.phase), self._began, 0
             if self.live:
                 sized = _columns(self.stream) is not None  # a terminal of width 0 (a bare pseudo-terminal) would show tqdm nothing
                 self._bar = tqdm(total=self._asked, desc=" · ".join(self._names()), file=self.stream, leave=False, delay=self.bar_delay_s,
@@ -133,13 +138,21 @@ class StepReporter:
             self._tick()
 
     def finished(self) -> None:
-        """The step is over: its bar goes, and a step that ran past ``after_s`` gets its last count."""
+        """The step is over: its bar goes, and a step that ran past ``after_s`` gets its last count.
+        A phase of many short steps (CNFGNN's split learning: hundreds of steps of a second) gets a
+        line at most every ``every_s`` once it has run ``after_s``: how many steps, how long."""
         with self._lock:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
-            elif self._step is not None and self.clock() - self._began >= self.after_s and (self._shown is None or self._shown[1] != self._answered):
-                self._line()
+            elif self._step is not None:
+                now = self.clock()
+                if now - self._began >= self.after_s and (self._shown is None or self._shown[1] != self._answered):
+                    self._line()
+                self._phase_steps += 1
+                if (self._shown is None and now - self._phase_began >= self.after_s
+                        and (self._said_at is None or now - self._said_at >= self.every_s)):
+                    self._phase_line(now)
             self._step = None
 
     def _tick(self) -> None:
@@ -153,10 +166,22 @@ class StepReporter:
         elif now - self._began >= self.after_s and (self._shown is None or now - self._shown[0] >= self.every_s):
             self._line()
 
+    def _phase_line(self, now: float) -> None:
+        """Under the lock, at the end of a short step: the phase so far."""
+        self._said_at, seconds, step = now, now - self._phase_began, self._step
+        if self.json_lines:
+            line = json.dumps({"stage": step.stage.value, "phase": step.phase, "round": self._round, "answered": self._answered,
+                               "asked": self._asked, "seconds": round(seconds, 1), "steps": self._phase_steps})
+        else:
+            where = ", ".join(self._names()[:-1]) or "the session"
+            line = (f"{where}: {self._phase_steps} steps, {seconds:.0f} s (the last: {self._names()[-1]}, {self._answered} of "
+                    f"{self._asked} clients)")
+        print(line, file=self.stream, flush=True)
+
     def _line(self) -> None:
         now = self.clock()
         seconds = now - self._began
-        self._shown = (now, self._answered)
+        self._shown, self._said_at = (now, self._answered), now
         step = self._step
         if self.json_lines:
             line = json.dumps({"stage": step.stage.value, "phase": step.phase, "round": self._round, "answered": self._answered,

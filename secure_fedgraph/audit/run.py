@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from secure_fedgraph.audit.findings import (
 )
 from secure_fedgraph.audit.replay import RunView, load_run
 from secure_fedgraph.protocol.core.stages import Stage
+from secure_fedgraph.ticker import every
 
 
 @dataclass
@@ -93,18 +96,22 @@ def audit_view(view: RunView, *, data_dir=None, attacks: bool = True, seed: int 
                 for claim, f in findings.items()}
     if attacks:
         context = AttackContext(view, data_dir=data_dir, seed=seed)
-        for attack in ATTACKS:
-            if not attack.applies(view):
-                continue
+        chosen = [attack for attack in ATTACKS if attack.applies(view)]
+        for i, attack in enumerate(chosen, 1):
             if say is not None:
-                say(f"audit: running the attack '{attack.name}'")
-            result = attack.run(context)
+                say(f"audit: running the attack '{attack.name}' ({i} of {len(chosen)})")
+            began, name = time.monotonic(), attack.name
+            ticking = nullcontext() if say is None else every(ATTACK_TICK_S, say, lambda: f"audit: the attack '{name}' runs, {time.monotonic() - began:.0f} s")
+            with ticking:  # an attack trains models for minutes: a line every ATTACK_TICK_S while it goes
+                result = attack.run(context)
             if result is not None:
                 f = findings[attack.claim]
                 findings[attack.claim] = dataclasses.replace(f, attacks=(*f.attacks, result))
     return AuditReport(run=_summary(view), findings=list(findings.values()), sums=_sums(view), dropouts=_dropouts(view), rekeys=_rekeys(view),
                        seen=_seen(view))
 
+
+ATTACK_TICK_S = 30.0  # seconds between "the attack runs" lines
 
 R_AUDIT_PARTS = {"mask": ("M-UNIFORM", "M-NOPLAIN", "M-CONSISTENCY", "M-SUM"), "ckks": ("C-PUBLIC", "C-CHECK", "C-CONSISTENCY", "C-SUM")}
 

@@ -10,27 +10,29 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from secure_fedgraph.ticker import every
+
 TICK_S = 30.0
 TAIL_BYTES = 4096  # enough for the last few progress lines of a run's output.txt
 LINE_CHARS = 120
 
 
 class RunningPoints:
-    """Which runs are in progress; a daemon thread says where they are every ``TICK_S``."""
+    """Which runs are in progress; every ``TICK_S`` (secure_fedgraph/ticker.py) a line says where they are."""
 
     def __init__(self, say: Callable[[str], None], bar: Callable[[], str]) -> None:
         self._say, self._bar = say, bar
-        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._lock = threading.Lock()
         self._running: dict[str, tuple[float, Path]] = {}
-        self._thread = threading.Thread(target=self._tick, name="sweep-progress", daemon=True)
+        self._ticking = None
 
     def __enter__(self) -> RunningPoints:
-        self._thread.start()
+        self._ticking = every(TICK_S, self._say, self._line)
+        self._ticking.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._ticking.__exit__(*exc)
 
     def started(self, label: str, output: Path) -> None:
         with self._lock:
@@ -40,14 +42,14 @@ class RunningPoints:
         with self._lock:
             self._running.pop(label, None)
 
-    def _tick(self) -> None:
-        while not self._stop.wait(TICK_S):
-            with self._lock:
-                running = sorted(self._running.items())
-            if running:
-                now = time.monotonic()
-                parts = [f"{label} {now - began:.0f} s" + (f" ({last})" if (last := last_line(output)) else "") for label, (began, output) in running]
-                self._say(f"sweep: {self._bar()} running: {'; '.join(parts)}")
+    def _line(self) -> str:
+        with self._lock:
+            running = sorted(self._running.items())
+        if not running:
+            return ""
+        now = time.monotonic()
+        parts = [f"{label} {now - began:.0f} s" + (f" ({last})" if (last := last_line(output)) else "") for label, (began, output) in running]
+        return f"sweep: {self._bar()} running: {'; '.join(parts)}"
 
 
 def last_line(path: Path) -> str:

@@ -147,3 +147,17 @@ def test_a_run_recorded_before_user_randomness_existed_is_audited_as_seeded():
     old = {k: v for k, v in today.items() if k != "user_randomness"}
     assert run_plan(view(old)).seeded_randomness
     assert not run_plan(view(today)).seeded_randomness
+
+
+def test_the_audits_attacks_say_which_of_how_many_runs_and_for_how_long(tmp_path, monkeypatch):
+    """An attack trains models for minutes: the audit names each (i of n) and, while it runs, says
+    so with its seconds (audit/run.py, ATTACK_TICK_S)."""
+    from secure_fedgraph.audit import run as audit_run
+
+    monkeypatch.setattr(audit_run, "ATTACK_TICK_S", 0.01)
+    folder = _run(tmp_path / "run", users=120)
+    said: list[str] = []
+    audit(folder, client_transcripts(folder), data_dir=PLANETOID_DIR, attacks=True, say=said.append)
+    named = [line for line in said if line.startswith("audit: running the attack")]
+    assert named and named[0].endswith(f"(1 of {len(named)})") and named[-1].endswith(f"({len(named)} of {len(named)})")
+    assert any(line.startswith("audit: the attack '") and line.endswith(" s") and " runs, " in line for line in said), said

@@ -175,3 +175,21 @@ def test_one_ticker_shows_a_silent_steps_time_across_steps_and_ends_with_its_rep
     gc.collect()
     tickers[0].join(1.0)
     assert not tickers[0].is_alive()
+
+
+def test_a_phase_of_many_short_steps_gets_a_line_at_most_every_every_s():
+    """CNFGNN's split learning is hundreds of steps of a second each: none gets a line of its
+    own, so the phase says how many steps and how long, once it has run 5 s, at most every 10 s."""
+    clock, stream = FakeClock(), io.StringIO()
+    reporter = StepReporter(stream=stream, live=False, tick_s=None, clock=clock)
+    header = Header(b"s" * 32, 0, 7, Stage.UPLOAD, SERVER)
+    step = Step(Stage.UPLOAD, {c: Ack(header) for c in range(4)}, lambda client, answer: None, phase="split learning")
+    for second in range(25):  # 25 steps of 0.9 s each
+        clock.now = float(second)
+        reporter.started(step)
+        for _ in range(4):
+            reporter.answered()
+        clock.now = second + 0.9
+        reporter.finished()
+    assert stream.getvalue().splitlines() == ["round 0, split learning: 6 steps, 6 s (the last: upload, 4 of 4 clients)",  # ends at 5.9 s
+                                              "round 0, split learning: 16 steps, 16 s (the last: upload, 4 of 4 clients)"]
