@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.runs import sweep_progress
 from secure_fedgraph.runs.sweep_progress import RunningPoints
+from secure_fedgraph.ticker import every
 from secure_fedgraph.papers import plan_entry, plans_where
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -243,7 +245,8 @@ def run_points(todo: Sequence[Point], *, jobs: int, say: Callable[[str], None]) 
             say(f"sweep: {_bar(done[0], len(todo))} {point.label}: {line} ({seconds:.0f} s)")
 
     say(f"sweep: {_bar(0, len(todo))} {len(todo)} runs, {jobs} at a time")
-    with RunningPoints(say, lambda: _bar(done[0], len(todo))) as running, ThreadPoolExecutor(max_workers=jobs) as pool:
+    running = RunningPoints(lambda: _bar(done[0], len(todo)))
+    with every(sweep_progress.TICK_S, say, running.line), ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, range(len(todo))))
     return [rows[i] for i in sorted(rows)], failures
 

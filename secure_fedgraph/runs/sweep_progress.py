@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from secure_fedgraph.ticker import every
 
 TICK_S = 30.0
 TAIL_BYTES = 4096  # enough for the last few progress lines of a run's output.txt
@@ -18,21 +17,13 @@ LINE_CHARS = 120
 
 
 class RunningPoints:
-    """Which runs are in progress; every ``TICK_S`` (secure_fedgraph/ticker.py) a line says where they are."""
+    """Which runs are in progress, and the line that says where they are (for
+    secure_fedgraph/ticker.py's ``every``, every ``TICK_S``)."""
 
-    def __init__(self, say: Callable[[str], None], bar: Callable[[], str]) -> None:
-        self._say, self._bar = say, bar
+    def __init__(self, bar: Callable[[], str]) -> None:
+        self._bar = bar
         self._lock = threading.Lock()
         self._running: dict[str, tuple[float, Path]] = {}
-        self._ticking = None
-
-    def __enter__(self) -> RunningPoints:
-        self._ticking = every(TICK_S, self._say, self._line)
-        self._ticking.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._ticking.__exit__(*exc)
 
     def started(self, label: str, output: Path) -> None:
         with self._lock:
@@ -42,7 +33,7 @@ class RunningPoints:
         with self._lock:
             self._running.pop(label, None)
 
-    def _line(self) -> str:
+    def line(self) -> str:
         with self._lock:
             running = sorted(self._running.items())
         if not running:
