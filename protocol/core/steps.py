@@ -20,6 +20,29 @@ from secure_fedgraph.training.device import single_thread
 T = TypeVar("T")
 
 
+class BuiltOnRead(Mapping[int, Any]):
+    """Requests built when a transport reads them, one client at a time, and not kept.
+
+    Why: requests that each carry much of their own (a holder's 490 share envelopes at n = 10,000)
+    would hold gigabytes if all were built before the first is sent. Each read builds the
+    request again, so a transport must not key anything on the object's identity beyond the time
+    it holds a reference to it."""
+
+    def __init__(self, clients: tuple[int, ...], build: Callable[[int], Any]) -> None:
+        self._clients, self._build, self._members = clients, build, frozenset(clients)
+
+    def __getitem__(self, client: int) -> Any:
+        if client not in self._members:
+            raise KeyError(client)
+        return self._build(client)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._clients)
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+
 @dataclass(frozen=True)
 class Step:
     """One request per listed client; ``accept(client, response)`` absorbs each answer."""

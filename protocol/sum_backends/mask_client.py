@@ -101,6 +101,7 @@ from secure_fedgraph.protocol.sum_backends.messages import (
 )
 from secure_fedgraph.protocol.sum_backends import mask_format
 from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.sum_backends.interned import interned
 from secure_fedgraph.protocol.sum_backends.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.sum_backends.roles import ClientRole
 from secure_fedgraph.protocol.core.stages import Stage
@@ -133,7 +134,7 @@ class _Epoch:
     bad_dealers: set[int] = field(default_factory=set)  # owners whose shares did not match their commitments
     shares_opened: bool = False
     live: frozenset[int] | None = None
-    exposed: set[int] = field(default_factory=set)
+    exposed: frozenset[int] = frozenset()  # interned, as live and survivors are: one object per host process
     gave_seed_share: set[int] = field(default_factory=set)
     gave_key_share: set[int] = field(default_factory=set)
     own_keys: SignedKeys | None = None  # what this client advertised (its hash enters the view digest)
@@ -390,7 +391,7 @@ class MaskClient(ClientRole):
             raise self._fail(f"sum {s} was already masked in this epoch or finished (never mask twice with one key)")
 
     def _check_live(self, ep: _Epoch, live: tuple[int, ...]) -> frozenset[int]:
-        members = frozenset(live)
+        members = interned(live)
         if list(live) != sorted(members) or self.client_id not in members or not members <= set(ep.graph.participants):
             raise self._fail("live set must be sorted, unique, within the members and include this client")
         if ep.live is not None and not members <= ep.live:
@@ -436,7 +437,7 @@ class MaskClient(ClientRole):
         ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming, ep.digest = s, request.spec, expected, live, streaming, digest
         ep.survivors, ep.verified = None, False
         if streaming:  # inputs under pairwise masks only: exposed now, and no live client's mask key may ever be revealed
-            ep.exposed |= live
+            ep.exposed = interned(ep.exposed | live)
             self._expose(request.spec)
         return InputResponse(self._header(request), y, (), committed, complaints)
 
@@ -445,7 +446,7 @@ class MaskClient(ClientRole):
         ep = self._current(request)
         if ep.streaming:
             raise self._fail(f"sum {ep.sum_index} is a streaming sum: it has no consistency step")
-        survivors = frozenset(request.survivors)
+        survivors = interned(request.survivors)
         if ep.live is None or list(request.survivors) != sorted(survivors) or not survivors <= ep.live:
             raise self._fail("survivor set must be sorted, unique and within the live set")
         if self.client_id not in survivors or len(survivors) < ep.plan.min_survivors:
@@ -464,7 +465,7 @@ class MaskClient(ClientRole):
         this sum (the server needs t signatures, and this one may complete them), whether or not
         the server ever asks this client to unmask: from here on none of their mask keys may be
         revealed in this epoch (threat_model.md M-BOTH)."""
-        ep.exposed |= survivors
+        ep.exposed = interned(ep.exposed | survivors)
 
     # --- 5. unmask -------------------------------------------------------------------------
     def _offer(self, ep: _Epoch, signatures) -> None:

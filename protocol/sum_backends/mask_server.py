@@ -60,6 +60,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
 )
 from secure_fedgraph.protocol.sum_backends import mask_format
 from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.sum_backends.envelope_store import SEALED_BYTES, EnvelopeStore
 from secure_fedgraph.protocol.sum_backends.messages import (
     AdvertiseRequest,
     Complaint,
@@ -86,8 +87,6 @@ from secure_fedgraph.protocol.sum_backends.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.sum_backends.roles import ServerRole, StepGen
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core.spec import SumResult, SumSpec
-
-_SEALED_BYTES = 12 + SEALED_SHARES_BYTES + 16  # nonce + shares + GCM tag
 
 
 class MaskServer(ServerRole):
@@ -177,8 +176,7 @@ class MaskServer(ServerRole):
             view = view_digest(**lab, participants=participants, members=members, keys=tuple(keys_hash(adverts[c].keys) for c in members))
             nonce_list = hash_list = b""
         graph = NeighbourGraph.build(kind=plan.graph, participants=members, degree=plan.degree, seed=view)
-        inbox: dict[int, list[tuple[Sealed, ShareCommitment]]] = defaultdict(list)
-        share_hashes: dict[tuple[int, int], ShareCommitment] = {}
+        envelopes = EnvelopeStore()
 
         def accept_shares(client: int, response: ShareKeysResponse) -> None:
             expected = graph.of(client) & advertised
@@ -186,14 +184,12 @@ class MaskServer(ServerRole):
             committed = {(c.owner, c.holder): c for c in response.commitments}
             if sorted(holders) != sorted(expected) or any(s.owner != client for s in response.sealed):
                 raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(expected)} neighbours")
-            if any(len(s.data) != _SEALED_BYTES for s in response.sealed):
+            if any(len(s.data) != SEALED_BYTES for s in response.sealed):
                 raise ProtocolError(f"share_keys: client {client} sent an envelope of the wrong size")
             if set(committed) != {(client, h) for h in holders} or any(
                     (len(c.seed_hash), len(c.key_hash), len(c.key_commitment), len(c.signature)) != (32, 32, 32, 64) for c in committed.values()):
                 raise ProtocolError(f"share_keys: client {client} must commit to each share it sealed, once")
-            for s in response.sealed:
-                inbox[s.holder].append((s, committed[(client, s.holder)]))
-            share_hashes.update(committed)
+            envelopes.deal(client, response.sealed, committed)
 
         everyone = tuple(adverts[v].keys for v in sorted(advertised))  # one body for all: each client takes its neighbours'
         outcome = yield self._step(
@@ -204,9 +200,10 @@ class MaskServer(ServerRole):
         self._require(len(shared), plan.min_survivors, "sealed their shares")
         self._plan, self._graph, self._participants, self._view = plan, graph, participants, view
         self._keys: dict[int, SignedKeys] = {c: adverts[c].keys for c in shared}
-        self._share_hashes = {k: v for k, v in share_hashes.items() if k[0] in shared}
+        envelopes.fix_dealers(shared)
+        self._envelopes = envelopes
         self.live = shared
-        self._pending_shares = {c: tuple(pair for pair in inbox[c] if pair[0].owner in shared) for c in shared}
+        self._first_sum_of_epoch = True
         self._exposed: set[int] = set()
 
     def describe(self) -> dict:  # pragma: no mutate block (the plan as metrics.json reports it, not a check)
@@ -228,13 +225,13 @@ class MaskServer(ServerRole):
             live = tuple(sorted(self.live))
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
             committed: dict[int, bytes] = {}
-            pending, self._pending_shares = self._pending_shares, {}
+            envelopes, first, self._first_sum_of_epoch = self._envelopes, self._first_sum_of_epoch, False
 
             def accept_input(client: int, response: InputResponse) -> None:
                 self._check_upload(client, response.payload, acc)
                 if len(response.self_mask_commitment) != (0 if streaming else 32):
                     raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
-                routed = {sealed.owner: (sealed, c) for sealed, c in pending.get(client, ())}
+                routed = {sealed.owner: (sealed, c) for sealed, c in envelopes.routed(client)} if first and response.complaints else {}
                 dealers = [c.dealer for c in response.complaints]
                 if len(set(dealers)) != len(dealers) or any(d not in routed or len(c.key) != 32 for d, c in zip(dealers, response.complaints)):
                     raise ProtocolError(f"input: client {client} complained about envelopes it was not dealt")
@@ -242,12 +239,15 @@ class MaskServer(ServerRole):
                 committed[client] = response.self_mask_commitment
                 for complaint in response.complaints:
                     self._judge(client, complaint, *routed[complaint.dealer])
+                envelopes.delivered(client)
 
             def input_request(c: int) -> tuple:
-                routed = pending.get(c, ())
+                routed = envelopes.routed(c) if first else ()
                 return index, spec, encoding, live, tuple(s for s, _ in routed), tuple(h for _, h in routed)
 
-            outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, input_request), accept_input)
+            outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, input_request, lazy=first),
+                                       accept_input)
+            envelopes.delivered_all()  # the silent ones too: only the share hashes are needed from here on
             self._note(Stage.INPUT, outcome)
             caught = set(outcome.accepted) & set(self.excluded)  # a dealer or a complainer that lied (M-LIAR)
             survivors = set(outcome.accepted) - caught
@@ -476,8 +476,8 @@ class MaskServer(ServerRole):
     def _share_verified(self, owner: int, holder: int, kind: str, value: bytes) -> bool:
         """Whether a revealed share is the one ``owner`` committed to sealing to ``holder``; a
         holder revealing another is excluded (threat_model.md M-LIAR)."""
-        committed = self._share_hashes.get((owner, holder))
-        expected = None if committed is None else (committed.seed_hash if kind == "seed" else committed.key_hash)
+        committed = self._envelopes.commitment(owner, holder)
+        expected = None if committed is None else committed[0 if kind == "seed" else 1]
         if expected is not None and share_commitment(value, kind=kind, **self._labels(), owner=owner, holder=holder) == expected:
             return True
         self._exclude(holder, f"revealed a {kind} share of client {owner} that fails {owner}'s commitment")

@@ -36,7 +36,7 @@ from secure_fedgraph.protocol.core.spec import SumResult, SumSpec, as_array
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.sum_backends.transitions import TRANSITIONS
 from secure_fedgraph.protocol.core.session import SESSION_BYTES, Sequencer
-from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome
+from secure_fedgraph.protocol.core.steps import BuiltOnRead, Step, StepGen, StepOutcome
 
 __all__ = ["ServerRole", "ClientRole", "Step", "StepGen", "StepOutcome", "new_session_id", "check_directory", "IdentityDirectory"]
 
@@ -140,9 +140,12 @@ class ServerRole(ABC):
         return self.seq.step(stage, build, accept, RESPONSES[stage])
 
     @staticmethod
-    def _per_client(header: Header, clients, cls: type, fields: Callable[[int], tuple]) -> dict[int, Message]:
+    def _per_client(header: Header, clients, cls: type, fields: Callable[[int], tuple], *, lazy: bool = False) -> Mapping[int, Message]:
         """One request per client, built as ``cls(header, *fields(client))``, reusing one object
-        for clients that get the same content, so a transport encodes it once."""
+        for clients that get the same content, so a transport encodes it once; or, ``lazy``, each
+        built only as the transport reads it (requests that are each large and all different)."""
+        if lazy:
+            return BuiltOnRead(tuple(clients), lambda client: cls(header, *fields(client)))
         made: dict[int, Message] = {}
         out: dict[int, Message] = {}
         for client in clients:

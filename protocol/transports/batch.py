@@ -51,16 +51,22 @@ def encode_batches(frames: Iterable[Frame], *, max_bytes: int) -> list[bytes]:
     order; bodies that are the same object (one request encoded once for many clients) are sent
     once per batch. A single body larger than that still goes, alone: under ``max_bytes`` the
     receiver takes it, over it the receiver's limit refuses it."""
-    frames = list(frames)  # holds every body while batching: ids are compared only among live objects
+    return list(iter_batches(frames, max_bytes=max_bytes))
+
+
+def iter_batches(frames: Iterable[Frame], *, max_bytes: int) -> Iterator[bytes]:
+    """``encode_batches`` one batch at a time, reading ``frames`` only as far as the batch
+    being built: a sender that takes the next batch when its stream has room holds one batch's
+    bodies, not a step's."""
     budget = max(1, min(max_bytes, BATCH_TARGET_BYTES) - BATCH_MARGIN_BYTES)
-    batches: list[bytes] = []
     current, index, size = envelope_pb2.Batch(), {}, 0
+    held: list[bytes] = []  # this batch's bodies: while held, no other body can take one's id
     for frame in frames:
         new_body = not frame.left and id(frame.body) not in index
         cost = FRAME_OVERHEAD_BYTES + (len(frame.body) + FRAME_OVERHEAD_BYTES if new_body else 0) + len(frame.left)
         if current.frames and size + cost > budget:
-            batches.append(current.SerializeToString())
-            current, index, size = envelope_pb2.Batch(), {}, 0
+            yield current.SerializeToString()
+            current, index, size, held = envelope_pb2.Batch(), {}, 0, []
             new_body = not frame.left
         if frame.left:
             current.frames.add(client=frame.client, left=frame.left)
@@ -68,11 +74,11 @@ def encode_batches(frames: Iterable[Frame], *, max_bytes: int) -> list[bytes]:
             if new_body:
                 index[id(frame.body)] = len(current.bodies)
                 current.bodies.append(frame.body)
+                held.append(frame.body)
             current.frames.add(client=frame.client, body=index[id(frame.body)])
         size += cost
     if current.frames:
-        batches.append(current.SerializeToString())
-    return batches
+        yield current.SerializeToString()
 
 
 _BODIES, _FRAMES = 1, 2  # Batch's field numbers (envelope.proto)

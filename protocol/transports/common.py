@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.core.stages import Stage
-from secure_fedgraph.protocol.core.steps import Step
+from secure_fedgraph.protocol.core.steps import BuiltOnRead, Step
 
 
 @dataclass
@@ -57,3 +57,21 @@ class Traffic:
             return f"could not handle the message ({type(exc).__name__}: {exc})"
         finally:
             self.server_seconds += time.perf_counter() - started
+
+
+class RequestEncoder:
+    """A step's requests encoded, each request object once (one broadcast to every client is
+    encoded once). The cache holds each object it encoded, so no other object can take its id
+    while the cache lives; a ``BuiltOnRead`` step's requests are new objects on every read, so
+    nothing of theirs is cached (holding them all would undo why they are built on read)."""
+
+    def __init__(self, step: Step) -> None:
+        self._cache: dict[int, tuple[object, bytes]] | None = None if isinstance(step.requests, BuiltOnRead) else {}
+
+    def __call__(self, request: object) -> bytes:
+        if self._cache is None:
+            return codec.encode(request)
+        hit = self._cache.get(id(request))
+        if hit is None:
+            hit = self._cache[id(request)] = (request, codec.encode(request))
+        return hit[1]

@@ -21,7 +21,7 @@ from secure_fedgraph.protocol.core.crash_point import CrashPoint
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core.steps import Step, StepGen, StepOutcome, StepProgress, drive, reporting
 from secure_fedgraph.protocol.transports.transcript import RunTranscripts
-from secure_fedgraph.protocol.transports.common import Traffic
+from secure_fedgraph.protocol.transports.common import RequestEncoder, Traffic
 
 __all__ = ["Intercept", "LocalRunner", "Traffic"]
 
@@ -88,12 +88,10 @@ class LocalRunner:
 
     def _execute(self, step: Step, answered: Callable[[], None]) -> StepOutcome:
         accepted, rejected, silent = set(), {}, set()
-        encoded: dict[int, bytes] = {}  # a request object sent to many clients is encoded once
+        encode = RequestEncoder(step)  # a request object sent to many clients is encoded once
         for client, request in step.requests.items():
             started = time.perf_counter()
-            down = encoded.get(id(request))
-            if down is None:
-                down = encoded[id(request)] = codec.encode(request)
+            down = encode(request)
             self.traffic.server_seconds += time.perf_counter() - started
             if client not in self.dead and self._crashes(client, request.header):
                 self.dead.add(client)

@@ -377,7 +377,7 @@ def test_attack_two_survivor_sets_with_colluders(monkeypatch):
         def steps():
             from secure_fedgraph.protocol.sum_backends.messages import InputRequest
 
-            pending = server._pending_shares
+            pending = {c: server._envelopes.routed(c) for c in live}
             yield server._step(Stage.INPUT, lambda h: {
                 c: InputRequest(h, 0, spec, encoding, live, tuple(s for s, _ in pending[c]), tuple(k for _, k in pending[c])) for c in live},
                 lambda c, r: seen.setdefault("y", {}).__setitem__(c, r.payload.copy()))
@@ -1465,7 +1465,7 @@ def _skipped_unmask_gives_a_contributors_input_away() -> bool:
     seen: dict = {"inputs": {}, "signatures": {}, "shares": {}}
 
     def one_sum(index: int, name: str, inputs, senders: tuple[int, ...], survivors: tuple[int, ...], unmasked: tuple[int, ...]):
-        spec, pending = SumSpec.of(name, inputs[0]), server._pending_shares if index == 0 else {}
+        spec, pending = SumSpec.of(name, inputs[0]), {c: server._envelopes.routed(c) for c in senders} if index == 0 else {}
         yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, encoding, everyone, tuple(s for s, _ in pending.get(c, ())),
                                                                    tuple(k for _, k in pending.get(c, ()))) for c in senders},
                            lambda c, r: seen["inputs"].setdefault((index, c), r.payload.copy()))
@@ -1521,7 +1521,7 @@ def test_attack_two_inputs_under_one_sum_index(monkeypatch):
         live = tuple(range(n))
 
         def steps():
-            pending = server._pending_shares
+            pending = {c: server._envelopes.routed(c) for c in live}
             for name in ("a", "b"):
                 spec = SumSpec.of(name, a[0])
                 routed = {c: pending[c] if name == "a" else () for c in live}

@@ -42,3 +42,4 @@ def test_sparse_is_deterministic_given_the_view_and_changes_with_it():
         build(b"")
     ring_neighbours = {1, 2, 3, 63, 62, 61}
     assert build()[0] != ring_neighbours  # placement on the ring is shuffled, not by id
+

@@ -142,3 +142,27 @@ def test_malformed_batches_are_refused_with_the_reason(data, message):
 def test_a_body_index_that_points_nowhere_gives_an_empty_body():
     data = envelope_pb2.Batch(bodies=[b"a"], frames=[envelope_pb2.Frame(client=1, body=5), envelope_pb2.Frame(client=2, body=-1)]).SerializeToString()
     assert decode_batch(data, max_frames=2) == [Frame(1, b""), Frame(2, b"")]
+
+
+def test_iter_batches_reads_frames_only_as_far_as_the_batch_it_builds():
+    """A sender that takes the next batch when its stream has room holds one batch's bodies:
+    the frames after the first batch are not read (so not encoded) before it goes."""
+    read = []
+
+    def frames():
+        for c in range(40):
+            read.append(c)
+            yield Frame(c, bytes([c]) * MIB)
+
+    batches = batch_module.iter_batches(frames(), max_bytes=256 * MIB)
+    first = next(batches)
+    assert len(read) <= BATCH_TARGET_BYTES // MIB + 1  # the first batch and the frame that did not fit
+    assert _decoded([first, *batches]) == [Frame(c, bytes([c]) * MIB) for c in range(40)]
+
+
+def test_a_body_freed_as_soon_as_it_is_copied_in_is_not_taken_for_a_later_one():
+    """Bodies are recognised as shared by identity, and a freed body's id can be reused by the
+    next one: each frame still carries its own body, in a batch or across batches."""
+    frames = (Frame(c, bytes([c % 256]) * 100_000) for c in range(400))  # each body freed as soon as it is copied in
+    got = _decoded(list(batch_module.iter_batches(frames, max_bytes=256 * MIB)), max_frames=400)
+    assert [f.body[:1] for f in got] == [bytes([c % 256]) for c in range(400)]
