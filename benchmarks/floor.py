@@ -61,7 +61,7 @@ class Primitive(enum.Enum):
     ED25519_VERIFY = ("Ed25519 verify (key parsed from the directory)", "call")
     AES_GCM_SEAL = ("AES-GCM seal of one share envelope", "call")
     AES_GCM_OPEN = ("AES-GCM open of one share envelope", "call")
-    SHAMIR_SPLIT = ("Shamir split to k holders at threshold t", "call")
+    SHAMIR_SPLIT = ("Shamir split of a 32-byte secret to k holders at threshold t", "secret")
     SHAMIR_COMBINE = ("Shamir combine of t shares", "call")
     SHA256 = ("SHA-256 commitment or statement, with its label", "call")
     DIGEST = ("SHA-256 of the contribution, L float32 (resumable runs)", "call")
@@ -99,7 +99,7 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
       MaskClient._build_view: graph_commitments of all n (sparse) or keys_hash of all n members
         (complete), and view_digest (n + 1 SHA-256); sparse: NeighbourGraph.build, 8n bytes of keystream.
       MaskClient._on_share_keys: per neighbour verify_keys (k verify), sparse keys_hash (k SHA-256),
-        two pair_key (2k exchanges, 2k HKDF); shamir.split of seed and mask key (2 splits); per
+        two pair_key (2k exchanges, 2k HKDF); shamir.split_many of seed and mask key (2 secrets); per
         holder seal_for (k seals), two share_commitment, envelope_key_commitment and
         envelope_statement (its own hash of the envelope and the statement's: 5k SHA-256) and
         identity.sign (k signs).
@@ -126,7 +126,8 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
         vectors of keystream); each survivor's self-mask removed (n - d vectors of keystream).
 
     Returns:
-        (counts per surviving client, counts for the server); KEYSTREAM in MB, the rest in calls.
+        (counts per surviving client, counts for the server); KEYSTREAM in MB, SHAMIR_SPLIT in
+        secrets (a client splits its two in one call), the rest in calls.
     """
     if not 0 <= dropouts <= n - 2:
         raise ValueError(f"dropouts must be in [0, n - 2] = [0, {n - 2}], got {dropouts}")
@@ -339,14 +340,15 @@ def _digest_cost(L: int) -> float:
 
 @functools.cache
 def _shamir_costs(holders: int, threshold: int) -> tuple[float, float]:
-    """Seconds per shamir.split of a 32-byte secret to ``holders`` at ``threshold``, and per
-    shamir.combine of ``threshold`` shares."""
+    """Seconds per secret of shamir.split_many of two 32-byte secrets to ``holders`` at
+    ``threshold`` (a client's seed and mask key, in one call), and per shamir.combine of
+    ``threshold`` shares."""
     from secure_fedgraph.crypto import shamir
 
-    secret, xs = os.urandom(shamir.SECRET_BYTES), list(range(1, holders + 1))
-    shares = shamir.split(secret, xs=xs, threshold=threshold)
+    secrets, xs = [os.urandom(shamir.SECRET_BYTES) for _ in range(2)], list(range(1, holders + 1))
+    shares = shamir.split(secrets[0], xs=xs, threshold=threshold)
     some = dict(list(shares.items())[:threshold])
-    return (_seconds_each(lambda: shamir.split(secret, xs=xs, threshold=threshold), batches=3),
+    return (_seconds_each(lambda: shamir.split_many(secrets, xs=xs, threshold=threshold), batches=3) / len(secrets),
             _seconds_each(lambda: shamir.combine(some, threshold=threshold), batches=3))
 
 

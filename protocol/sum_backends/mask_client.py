@@ -299,8 +299,7 @@ class MaskClient(ClientRole):
             ep.pairwise[v] = pair_key(ep.keys.mask, peer.mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=self.client_id, b=v)
         holders = sorted(ep.peers)
         xs = [v + 1 for v in holders]
-        seed_shares = shamir.split(ep.seed, xs=xs, threshold=ep.plan.threshold)
-        key_shares = shamir.split(ep.keys.mask_private_bytes(), xs=xs, threshold=ep.plan.threshold)
+        seed_shares, key_shares = shamir.split_many((ep.seed, ep.keys.mask_private_bytes()), xs=xs, threshold=ep.plan.threshold)
         sealed, committed = [], []
         for v in holders:
             seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]

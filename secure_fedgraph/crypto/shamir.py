@@ -1,22 +1,54 @@
-"""Shamir secret sharing of 32-byte secrets over the prime field GF(2^521 - 1).
+"""Shamir secret sharing of 32-byte secrets, limb by limb over the prime field GF(2^26 - 5).
 
-Why this field: 2^521 - 1 is a Mersenne prime larger than any 256-bit secret, so a seed or an
-X25519 private key is shared whole (no chunking, unlike Flower's GF(2^128) chunks of PEM
-text), and Python's integers do the arithmetic exactly. Coefficients come from ``secrets``
-(the OS CSPRNG). ``cryptography`` has no secret sharing, so this is the one primitive written
-here; it is short, and tested against the textbook properties (any t shares recover the
-secret; t - 1 shares are consistent with every secret).
+Scheme: a secret is read as 11 big-endian limbs of 24 bits (one zero byte in front of its 32
+bytes, then 3 bytes a limb: the top limb holds 16 bits, the others 24), and each limb is
+Shamir-shared on its own polynomial of degree t - 1 over GF(p), p = 2^26 - 5: constant term the
+limb, the other t - 1 coefficients uniform in [0, p) from the OS CSPRNG (``os.urandom``, with
+rejection sampling). A holder's share is its 11 values f_l(x), each a big-endian uint32:
+``SHARE_BYTES`` = 44 (the whole secret in GF(2^521 - 1) took 66).
+
+Why limbs are as safe as one big field: Shamir's hiding is information-theoretic in any field
+larger than the values shared (every limb < 2^24 < p). The limbs' polynomials have independent
+uniform coefficients, so any t - 1 shares are uniform and independent of each limb, hence of the
+whole secret; t shares recover every limb. Nothing rests on p being large.
+
+Why this field: p is the largest prime below 2^26. A product of two field elements is below
+2^52, so numpy's int64 sums 2^11 of them without overflow before reducing mod p: sharing is a
+matrix product, the Vandermonde rows x^j of all holders [k x t] times the coefficients
+[t x limbs of every secret], chunked along t by 2^11; recovery is the Lagrange weights at 0
+[t] times the shares [t x limbs]. Both run in numpy's integer matmul instead of pure-Python
+Horner over 521-bit integers: at k = 490, t = 375 a split costs about 11x less per secret, a
+combine about 18x less (benchmarks/README.md).
+
+x-coordinates: a holder's is its client id + 1; they must be distinct and in [1, p), so that
+they are distinct nonzero field elements (ids below 2^26 - 6, far above any run's n).
+
+Recovery's range check is defence in depth only: a recovered limb at or above its limb's
+bound (2^16 for the top limb, 2^24 for the others) shows the shares are inconsistent, but a
+random wrong limb passes it with probability about 1/4 (2^-10 for the top one), so garbage
+passes all 11 with probability about 2^-30, far weaker than the 2^-265 of the 521-bit field. The
+checks that matter are downstream (threat_model.md M-LIAR): the server checks a rebuilt mask
+key against the public key its owner advertised, and a rebuilt seed against its commitment.
 """
 
 from __future__ import annotations
 
-import secrets as _csprng
+import os
 from collections.abc import Mapping, Sequence
 
-PRIME = 2**521 - 1
-SHARE_BYTES = 66  # ceil(521 / 8)
+import numpy as np
+
+PRIME = 2**26 - 5
 SECRET_BYTES = 32
-_LAZY = 32  # Horner steps between reductions in split: 1.7x faster than one per step at t = 261
+LIMB_BITS = 24
+LIMBS = -(-8 * SECRET_BYTES // LIMB_BITS)  # 11
+SHARE_BYTES = 4 * LIMBS  # a big-endian uint32 per limb: 44
+_LIMB_BYTES = LIMB_BITS // 8
+_PAD = LIMBS * _LIMB_BYTES - SECRET_BYTES  # zero bytes in front of the secret: 1, so the top limb holds 16 bits
+_LIMB_BOUNDS = np.array([2 ** (LIMB_BITS - 8 * _PAD)] + [2**LIMB_BITS] * (LIMBS - 1), dtype=np.int64)
+_CHUNK = 2**11  # products summed before a reduction: 2^11 * (p - 1)^2 < 2^63
+_SHARE_DTYPE = np.dtype(">u4")
+_ROWS = 128  # rows of the t x t differences reduced at a time in _lagrange_at_zero
 
 
 def split(secret: bytes, *, xs: Sequence[int], threshold: int) -> dict[int, bytes]:
@@ -29,79 +61,154 @@ def split(secret: bytes, *, xs: Sequence[int], threshold: int) -> dict[int, byte
             valid but unrecoverable, which the caller detects at recovery time.
 
     Returns:
-        {x: 66-byte big-endian share value}.
+        {x: SHARE_BYTES-byte share}.
+
+    Raises:
+        ValueError: a secret of another length, a threshold below 1, or bad x-coordinates.
     """
-    if len(secret) != SECRET_BYTES:
-        raise ValueError(f"secret must be {SECRET_BYTES} bytes, got {len(secret)}")
+    return split_many([secret], xs=xs, threshold=threshold)[0]
+
+
+def split_many(secrets: Sequence[bytes], *, xs: Sequence[int], threshold: int) -> list[dict[int, bytes]]:
+    """Split several secrets to the same holders at the same threshold, each on its own fresh
+    polynomials: the same as one :func:`split` per secret, with the holders' Vandermonde rows
+    built once and one matrix product for all (a client shares its seed and its mask key).
+
+    Args and Raises: as :func:`split`, for each of ``secrets``.
+
+    Returns:
+        One {x: share} per secret, in order.
+    """
+    for secret in secrets:
+        if len(secret) != SECRET_BYTES:
+            raise ValueError(f"secret must be {SECRET_BYTES} bytes, got {len(secret)}")
     if threshold < 1:
         raise ValueError(f"threshold must be >= 1, got {threshold}")
     if len(set(xs)) != len(xs) or any(not 0 < x < PRIME for x in xs):
         raise ValueError("x-coordinates must be distinct and in [1, PRIME)")
-    coefficients = [int.from_bytes(secret, "big")] + [_csprng.randbelow(PRIME) for _ in range(threshold - 1)]
-    highest_first = coefficients[::-1]
-    shares = {}
-    for x in xs:
-        y = 0
-        for i, c in enumerate(highest_first, 1):  # Horner, reduced every _LAZY steps: y grows by x's few bits a step
-            y = y * x + c
-            if i % _LAZY == 0:
-                y %= PRIME
-        shares[x] = (y % PRIME).to_bytes(SHARE_BYTES, "big")
-    return shares
+    if not secrets:
+        return []
+    columns = len(secrets) * LIMBS
+    coefficients = np.empty((threshold, columns), dtype=np.int64)  # [t, secrets x limbs]: row j holds the x^j coefficients
+    coefficients[0] = _to_limbs(secrets).reshape(-1)
+    coefficients[1:] = _uniform_below_prime((threshold - 1) * columns).reshape(threshold - 1, columns)
+    values = _matmul_mod(_vandermonde(np.asarray(xs, dtype=np.int64), threshold), coefficients)  # [k, secrets x limbs]
+    encoded = values.reshape(len(xs), len(secrets), LIMBS).transpose(1, 0, 2).astype(_SHARE_DTYPE).tobytes()
+    per_secret = len(xs) * SHARE_BYTES
+    return [{x: encoded[s * per_secret + i * SHARE_BYTES: s * per_secret + (i + 1) * SHARE_BYTES] for i, x in enumerate(xs)}
+            for s in range(len(secrets))]
 
 
 def combine(shares: Mapping[int, bytes], *, threshold: int) -> bytes:
-    """Recover the secret from at least ``threshold`` shares (Lagrange interpolation at 0).
+    """Recover the secret from at least ``threshold`` shares (Lagrange interpolation at 0 of each
+    limb; the ``threshold`` lowest x-coordinates are used).
+
+    The final range check only catches most inconsistent shares (module docstring): callers
+    that must know the secret is the dealt one check it against a commitment, as the server does.
 
     Raises:
-        ValueError: fewer than ``threshold`` shares, a malformed share, or shares that do not
-            interpolate to a 32-byte secret (corrupted or from different sharings).
+        ValueError: fewer than ``threshold`` shares; a malformed share (wrong length, x out of
+            range); a limb that is not a field element; or shares that do not interpolate to a
+            32-byte secret (a limb beyond its bound: corrupted, or from different sharings).
     """
     if threshold < 1:
         raise ValueError(f"threshold must be >= 1, got {threshold}")
     if len(shares) < threshold:
         raise ValueError(f"need {threshold} shares to recover the secret, got {len(shares)}")
     points = sorted(shares.items())[:threshold]
-    ys = []
     for x, value in points:
         if len(value) != SHARE_BYTES or not 0 < x < PRIME:
             raise ValueError(f"malformed share at x={x}")
-        y = int.from_bytes(value, "big")
-        if y >= PRIME:
-            raise ValueError(f"share value at x={x} is not a field element")
-        ys.append(y)
-    xs = [x for x, _ in points]
-    secret = 0
-    for yi, weight in zip(ys, _lagrange_at_zero(xs), strict=True):
-        secret = (secret + yi * weight) % PRIME
-    if secret >= 2 ** (8 * SECRET_BYTES):
+    ys = np.frombuffer(b"".join(value for _, value in points), dtype=_SHARE_DTYPE).reshape(threshold, LIMBS).astype(np.int64)
+    outside = np.flatnonzero((ys >= PRIME).any(axis=1))
+    if outside.size:
+        raise ValueError(f"share value at x={points[outside[0]][0]} is not a field element")
+    weights = _lagrange_at_zero(np.array([x for x, _ in points], dtype=np.int64))
+    limbs = _matmul_mod(weights[np.newaxis, :], ys)[0]
+    if np.any(limbs >= _LIMB_BOUNDS):
         raise ValueError("shares are inconsistent: they do not interpolate to a 32-byte secret")
-    return secret.to_bytes(SECRET_BYTES, "big")
+    return _from_limbs(limbs)
 
 
-def _lagrange_at_zero(xs: Sequence[int]) -> list[int]:
-    """The weights l_i = prod_{j != i} x_j / (x_j - x_i) mod PRIME that interpolate at 0.
+def _to_limbs(secrets: Sequence[bytes]) -> np.ndarray:
+    """[secrets, LIMBS] int64: each secret, zero-padded in front, as big-endian 24-bit limbs."""
+    groups = np.frombuffer(b"".join(bytes(_PAD) + s for s in secrets), dtype=np.uint8).reshape(len(secrets), LIMBS, _LIMB_BYTES)
+    words = np.zeros((len(secrets), LIMBS, 4), dtype=np.uint8)
+    words[..., 4 - _LIMB_BYTES:] = groups
+    return words.view(_SHARE_DTYPE)[..., 0].astype(np.int64)
 
-    The products are of small integers (holder ids), so they are taken exactly and reduced once;
-    the t divisions share one modular inversion (Montgomery's trick): 3.7x faster than a
-    reduction per factor and an inversion per share at t = 261 (benchmarks/floor.py)."""
-    everything = 1
-    for x in xs:
-        everything *= x
-    numerators, denominators = [], []
-    for i, xi in enumerate(xs):
-        denominator = 1
-        for j, xj in enumerate(xs):
-            if j != i:
-                denominator *= xj - xi
-        numerators.append(everything // xi % PRIME)
-        denominators.append(denominator % PRIME)
-    prefix = [1]
-    for d in denominators:
-        prefix.append(prefix[-1] * d % PRIME)
-    inverse = pow(prefix[-1], -1, PRIME)  # of every denominator's product; each one's inverse peels off below
-    weights = [0] * len(xs)
-    for i in range(len(xs) - 1, -1, -1):
-        weights[i] = numerators[i] * inverse * prefix[i] % PRIME
-        inverse = inverse * denominators[i] % PRIME
-    return weights
+
+def _from_limbs(limbs: np.ndarray) -> bytes:
+    """The 32 bytes whose limbs are ``limbs`` (each below its bound, so the padding is zero)."""
+    return limbs.astype(_SHARE_DTYPE).view(np.uint8).reshape(LIMBS, 4)[:, 4 - _LIMB_BYTES:].tobytes()[_PAD:]
+
+
+def _uniform_below_prime(count: int) -> np.ndarray:
+    """``count`` independent uniform field elements from the OS CSPRNG: 26 random bits each,
+    drawn again where they reach PRIME (5 in 2^26 do, so one draw almost always suffices)."""
+    kept = np.empty(0, dtype=np.int64)
+    while kept.size < count:
+        wanted = count - kept.size
+        draw = np.frombuffer(os.urandom(4 * (wanted + 16)), dtype=np.uint32) & np.uint32(2**26 - 1)
+        kept = np.concatenate([kept, draw[draw < PRIME].astype(np.int64)])
+    return kept[:count]
+
+
+def _vandermonde(xs: np.ndarray, columns: int) -> np.ndarray:
+    """[len(xs), columns]: row i is x_i^0 .. x_i^(columns - 1) mod PRIME. Built by doubling:
+    the powers known so far, times x^width, are the next width powers (log2(columns) numpy
+    operations over all holders, each product of two field elements below 2^52), written in
+    place: fresh temporaries of this size cost more in page faults than the arithmetic."""
+    powers = np.empty((xs.size, columns), dtype=np.int64)
+    powers[:, 0] = 1
+    width, step = 1, xs  # step = x^width
+    while width < columns:
+        more = min(width, columns - width)
+        block = powers[:, width:width + more]
+        _reduce(np.multiply(powers[:, :more], step[:, np.newaxis], out=block))
+        width, step = width + more, _reduce(step * step)
+    return powers
+
+
+def _matmul_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(a @ b) mod PRIME for int64 matrices with entries in [0, PRIME): the inner dimension in
+    chunks of _CHUNK, so no partial sum reaches 2^63."""
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.int64)
+    for start in range(0, a.shape[1], _CHUNK):
+        out += _reduce(a[:, start:start + _CHUNK] @ b[start:start + _CHUNK])
+        _reduce(out)
+    return out
+
+
+def _reduce(values: np.ndarray) -> np.ndarray:
+    """``values`` mod PRIME in place (any int64, negative ones too), returned. As values -
+    floor(values / PRIME) * PRIME: numpy divides int64 by a scalar through libdivide, several
+    times faster than its ``%`` (a hardware division per element; numpy 2.4)."""
+    quotients = values // PRIME
+    quotients *= PRIME
+    values -= quotients
+    return values
+
+
+def _row_products(factors: np.ndarray) -> np.ndarray:
+    """Each row's product mod PRIME, by halving the columns (numpy's prod would overflow)."""
+    while factors.shape[1] > 1:
+        if factors.shape[1] % 2:
+            factors = np.concatenate([factors, np.ones((factors.shape[0], 1), dtype=np.int64)], axis=1)
+        factors = _reduce(factors[:, 0::2] * factors[:, 1::2])
+    return factors[:, 0]
+
+
+def _lagrange_at_zero(xs: np.ndarray) -> np.ndarray:
+    """The weights l_i = prod_{j != i} x_j / (x_j - x_i) mod PRIME that interpolate at 0, as
+    (prod_j x_j) / (x_i * prod_{j != i} (x_j - x_i)): the matrix of differences reduced by rows,
+    _ROWS rows at a time (3x faster than all t at once at t = 375: the temporaries stay small),
+    then t modular inverses of Python ints (xs distinct and nonzero, so all exist)."""
+    denominators = np.empty(xs.size, dtype=np.int64)
+    for start in range(0, xs.size, _ROWS):
+        differences = xs[np.newaxis, :] - xs[start:start + _ROWS, np.newaxis]  # [i, j] = x_j - x_i, in (-PRIME, PRIME)
+        rows = np.arange(differences.shape[0])
+        differences[rows, start + rows] = 1  # j = i
+        denominators[start:start + _ROWS] = _row_products(differences)
+    everything = int(_row_products(xs[np.newaxis, :])[0])
+    return np.array([everything * pow(d, -1, PRIME) % PRIME for d in _reduce(xs * denominators).tolist()], dtype=np.int64)

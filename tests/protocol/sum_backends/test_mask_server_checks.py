@@ -293,16 +293,16 @@ def test_a_recovery_request_carries_the_signatures_of_the_missing_clients_groups
 
 @pytest.mark.parametrize(("stage", "kind"), [(Stage.INPUT, "mask_key"), (Stage.UNMASK, "seed")])
 def test_a_dealer_whose_shares_do_not_interpolate_is_named_and_the_run_goes_on(stage, kind, monkeypatch):
-    """Client 4 deals shares of no 32-byte secret (on a polynomial whose value at 0 is 2**256,
-    committed to as dealt, so no holder can tell), then drops before its input (its mask key
-    is rebuilt) or goes silent after it (its seed is rebuilt). The rebuild fails: the server
-    names 4, not a holder, and abandons that sum; the run goes on, and its next sum is
-    delivered over the clients still live."""
+    """Client 4 deals shares of no 32-byte secret (every limb on the polynomial 2**24 + x, whose
+    value at 0 is beyond any limb's range; committed to as dealt, so no holder can tell), then
+    drops before its input (its mask key is rebuilt) or goes silent after it (its seed is
+    rebuilt). The rebuild fails: the server names 4, not a holder, and abandons that sum; the
+    run goes on, and its next sum is delivered over the clients still live."""
     from secure_fedgraph.crypto import shamir
     from secure_fedgraph.errors import SumAbandoned
 
-    def no_secret(secret, *, xs, threshold):
-        return {x: ((2**256 + x) % shamir.PRIME).to_bytes(shamir.SHARE_BYTES, "big") for x in xs}
+    def no_secret(secrets, *, xs, threshold):  # a share is LIMBS big-endian uint32 limbs
+        return [{x: ((2**24 + x) % shamir.PRIME).to_bytes(4, "big") * shamir.LIMBS for x in xs} for _ in secrets]
 
     session = local_session(MASK, range(N), drop={stage: {4}})
     dealer = session.clients[4]
@@ -310,7 +310,7 @@ def test_a_dealer_whose_shares_do_not_interpolate_is_named_and_the_run_goes_on(s
 
     def deal_garbage(request):
         with monkeypatch.context() as m:
-            m.setattr(shamir, "split", no_secret)
+            m.setattr(shamir, "split_many", no_secret)
             return honest(request)
 
     dealer._on_share_keys = deal_garbage
