@@ -166,7 +166,7 @@ def test_todays_bounds_tried_at_every_degree_are_the_projects_own(n):
     (at n = 100,000 it is below: 550 against 554)."""
     adversary = Adversary()
     c = adversary.colluders(n)
-    found = degree.smallest_degree(n, adversary, degree.TODAY_EACH)
+    found = degree.smallest_degree(n, adversary, degree.TODAY_SUMMED)
     project = sparse_at_degree(n, c, found.degree, adversary, max_key_epochs=MAX_KEY_EPOCHS)
     assert (project.threshold, project.max_dropped) == (found.threshold, found.max_dropped)
     assert sparse_at_degree(n, c, found.degree - 2, adversary, max_key_epochs=MAX_KEY_EPOCHS) is None

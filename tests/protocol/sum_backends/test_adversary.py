@@ -49,7 +49,29 @@ def test_the_plan_for_a_hundred_thousand_clients_is_found_quickly():
     """The degree search at n = 100,000 took 77 s when each tail was summed on its own; it is
     the same plan now, and cheap enough to test."""
     plan = MaskConfig().resolve(100_000, None)
-    assert (plan.degree, plan.threshold, plan.max_dropped) == (554, 424, 108)
+    assert (plan.degree, plan.threshold, plan.max_dropped) == (554, 425, 108)
+
+
+def test_the_threshold_and_connectivity_failures_together_meet_the_target():
+    """Either (S) or (C) leaks a partial sum, so the plan holds their summed probability to the
+    target. At n = 10,000 the plan of threshold 375 met it with each alone (2^-50 per key epoch)
+    and failed it together (2^-49.3): a client now refuses it, and the default is 378."""
+    from secure_fedgraph.protocol.sum_backends import adversary as adv
+
+    config = MaskConfig()
+    n, need = 10_000, adv.epoch_security_bits(config.adversary.security_bits, config.max_key_epochs)
+    colluders = config.adversary.colluders(n)
+    threshold_bits = adv._security_bits_of(n, colluders, 490, 375, config.adversary.threat)
+    connectivity_bits = adv._connectivity_bits_of(n, colluders, 490, 94)
+    assert threshold_bits >= need and connectivity_bits >= need  # each alone: what the old rule checked
+    assert adv._either_bits(threshold_bits, connectivity_bits) < need
+    why = adv.sparse_check(n, colluders=colluders, degree=490, threshold=375, max_dropped=94, adversary=config.adversary,
+                           max_key_epochs=config.max_key_epochs)
+    assert why is not None and "2^-49." in why
+    plan = config.resolve(n, None)
+    assert (plan.degree, plan.threshold, plan.max_dropped) == (490, 378, 94)
+    assert adv.sparse_check(n, colluders=colluders, degree=490, threshold=378, max_dropped=94, adversary=config.adversary,
+                            max_key_epochs=config.max_key_epochs) is None
 
 
 @pytest.mark.parametrize("n,colluders,threat,t", [(10, 3, Threat.ACTIVE, 7), (10, 2, Threat.ACTIVE, 7), (4, 1, Threat.ACTIVE, 3),
