@@ -189,8 +189,15 @@ def sec_today(n: int, c: int, k: int, t: int, threat: Threat) -> float:
 
 
 def conn_today(n: int, c: int, k: int, d_max: int) -> float:
-    """Today's (C): adversary._connectivity_bits_of."""
+    """Today's (C): adversary._connectivity_bits_of (two gaps, bounded by two tails)."""
     return -_connectivity_bits_of(n, c, k, d_max) * LN2
+
+
+def conn_one_gap_before(n: int, c: int, k: int, d_max: int) -> float:
+    """(C) before 2026-11-27: one gap of h beside some honest survivor, on either side:
+    2n P[Hyp(n-1, C, h) >= h - d_max]."""
+    h = k // 2
+    return math.log(2 * n) + hyp_log_sf(n - 1, c, h, h - d_max)
 
 
 def sec_honest_union(n: int, c: int, k: int, t: int, threat: Threat) -> float:
@@ -293,7 +300,7 @@ class Bound:
     assumes: str = "the project's adversary (a deviating server that picks the dropped after seeing the graph)"
 
 
-TODAY_EACH = Bound("today's bounds each alone (before 2026-11-27)", sec_today, conn_today, summed=False)
+TODAY_EACH = Bound("one gap, each alone (before 2026-11-27)", sec_today, conn_one_gap_before, summed=False)
 TODAY_SUMMED = Bound("today's bounds, every degree", sec_today, conn_today)
 ONE_GAP = Bound("one gap, tighter union", sec_tight, conn_one_gap_tight)
 TWO_GAPS = Bound("two gaps", sec_tight, conn_two_gaps)

@@ -28,11 +28,16 @@ most 2^-(sigma + ceil(log2 E)), and the union over the E epochs at most 2^-sigma
 (:func:`epoch_security_bits`). Per epoch (union bound over clients):
 
 * (S) no honest client has c_u >= 2t - g (active; c_u >= t honest-but-curious);
-* (C) the honest survivors stay connected, so the server learns no partial sum: a cut of the
-  ring needs k/2 consecutive non-survivors beside some honest survivor u. Every honest client
-  refuses to reveal anything about u when more than d_max of u's neighbours are missing from
-  the survivors (the server chooses who "dropped"), so a cut needs c_u >= k/2 - d_max among
-  the k/2 neighbours on one side;
+* (C) the honest survivors stay connected, so the server learns no partial sum. A run of fewer
+  than k/2 consecutive removed clients (colluders, or missing from the survivors) is jumped over
+  by the ring's edges, and one longer run leaves a path: the ring falls apart only where two
+  disjoint runs of at least k/2 cut it, each just after an honest survivor u_i. Every honest
+  client refuses to reveal anything about u when more than d_max of u's neighbours are missing
+  from the survivors (the server chooses who "dropped"), so each run holds at least k/2 - d_max
+  colluders among the k/2 clients after u_i. The bound is the union over the n(n - k - 1)/2
+  pairs of places of the exact probability that both u_i are honest and both windows hold that
+  many colluders (a multivariate hypergeometric). Before 2026-11-27 (C) counted one run, which
+  needed a quarter to a third more neighbours (benchmarks/degree.py, "two gaps");
 * (R) d_max is large enough that honest dropouts at dropout_fraction exceed it with
   probability at most 2^-CORRECTNESS_BITS, and t <= k - d_max so a dropped client's secret
   stays recoverable.
@@ -194,9 +199,22 @@ def _security_bits_of(n: int, colluders: int, degree: int, threshold: int, threa
 
 
 def _connectivity_bits_of(n: int, colluders: int, degree: int, max_dropped: int) -> float:
-    """-log2 of the union bound on (C): some honest survivor has k/2 - d_max colluders on one side."""
-    half = degree // 2
-    return -(math.log2(n) + 1 + log2_tail(n - 1, colluders, half, half - max_dropped))
+    """-log2 of the union bound on (C): two disjoint windows of k/2 clients, each just after an
+    honest survivor, each with at least m = k/2 - d_max colluders (module docstring). Per pair of
+    places: P[u_1, u_2 honest] * P[Hyp(n-2, C, h) >= m] * P[Hyp(n-2-h, C-m, h) >= m]: the first
+    window's colluders a >= m leave C - a <= C - m for the second, and the second's tail only
+    grows with the colluders left, so this bounds the exact sum over a from above (within 0.3
+    bit of it at n = 200 to 100,000, benchmarks/degree.py's conn_two_gaps) at the cost of two tails."""
+    h = degree // 2
+    m = h - max_dropped
+    if m <= 0:
+        return 0.0  # the server may "drop" a whole window: nothing stops a cut
+    if 2 * m > colluders or n - degree - 1 <= 0 or n - colluders < 2:
+        return math.inf  # too few colluders for two windows (or no two honest places)
+    log2_pairs = math.log2(n) + math.log2(n - degree - 1) - 1
+    log2_honest = math.log2((n - colluders) / n) + math.log2((n - colluders - 1) / (n - 1))
+    both = log2_tail(n - 2, colluders, h, m) + log2_tail(n - 2 - h, colluders - m, h, m)
+    return -(log2_pairs + log2_honest + both)
 
 
 def _max_dropped(n: int, dropped: int, degree: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from scipy import stats
@@ -49,29 +50,28 @@ def test_the_plan_for_a_hundred_thousand_clients_is_found_quickly():
     """The degree search at n = 100,000 took 77 s when each tail was summed on its own; it is
     the same plan now, and cheap enough to test."""
     plan = MaskConfig().resolve(100_000, None)
-    assert (plan.degree, plan.threshold, plan.max_dropped) == (554, 425, 108)
+    assert (plan.degree, plan.threshold, plan.max_dropped) == (412, 322, 87)
 
 
 def test_the_threshold_and_connectivity_failures_together_meet_the_target():
-    """Either (S) or (C) leaks a partial sum, so the plan holds their summed probability to the
-    target. At n = 10,000 the plan of threshold 375 met it with each alone (2^-50 per key epoch)
-    and failed it together (2^-49.3): a client now refuses it, and the default is 378."""
+    """Either (S) or (C) leaks a partial sum, so a plan holds their summed probability to the
+    target: one that meets 2^-50 per key epoch with each alone but not with both (n = 10,000,
+    degree 272, threshold 218, d_max 52: 2^-49.2) is refused, as the defaults once were (each
+    alone let a run fail with up to 2^-39.3 at n = 10,000; benchmarks/degree.py)."""
     from secure_fedgraph.protocol.sum_backends import adversary as adv
 
     config = MaskConfig()
     n, need = 10_000, adv.epoch_security_bits(config.adversary.security_bits, config.max_key_epochs)
     colluders = config.adversary.colluders(n)
-    threshold_bits = adv._security_bits_of(n, colluders, 490, 375, config.adversary.threat)
-    connectivity_bits = adv._connectivity_bits_of(n, colluders, 490, 94)
+    plan = dict(degree=272, threshold=218, max_dropped=52)
+    threshold_bits = adv._security_bits_of(n, colluders, plan["degree"], plan["threshold"], config.adversary.threat)
+    connectivity_bits = adv._connectivity_bits_of(n, colluders, plan["degree"], plan["max_dropped"])
     assert threshold_bits >= need and connectivity_bits >= need  # each alone: what the old rule checked
     assert adv._either_bits(threshold_bits, connectivity_bits) < need
-    why = adv.sparse_check(n, colluders=colluders, degree=490, threshold=375, max_dropped=94, adversary=config.adversary,
-                           max_key_epochs=config.max_key_epochs)
+    why = adv.sparse_check(n, colluders=colluders, **plan, adversary=config.adversary, max_key_epochs=config.max_key_epochs)
     assert why is not None and "2^-49." in why
-    plan = config.resolve(n, None)
-    assert (plan.degree, plan.threshold, plan.max_dropped) == (490, 378, 94)
-    assert adv.sparse_check(n, colluders=colluders, degree=490, threshold=378, max_dropped=94, adversary=config.adversary,
-                            max_key_epochs=config.max_key_epochs) is None
+    assert adv.sparse_check(n, colluders=colluders, degree=272, threshold=221, max_dropped=52, adversary=config.adversary,
+                            max_key_epochs=config.max_key_epochs) is None  # three more: both together below 2^-50
 
 
 @pytest.mark.parametrize("n,colluders,threat,t", [(10, 3, Threat.ACTIVE, 7), (10, 2, Threat.ACTIVE, 7), (4, 1, Threat.ACTIVE, 3),
@@ -114,7 +114,11 @@ def test_the_degree_grows_slowly_with_n_and_with_the_corrupt_fraction():
 
 
 def test_small_runs_take_the_complete_graph():
-    assert sparse_parameters(10, 3, Adversary(), max_key_epochs=MAX_KEY_EPOCHS) is None
+    """Up to complete_up_to (100) clients the complete graph; where a sparse one exists at all
+    for ten clients it is a near-complete one (each misses one other)."""
+    assert MaskConfig().resolve(10, None).degree == 9
+    assert sparse_parameters(10, 3, Adversary(), max_key_epochs=MAX_KEY_EPOCHS).degree == 8
+    assert sparse_parameters(10, 6, Adversary(corrupt_fraction=0.6), max_key_epochs=MAX_KEY_EPOCHS) is None
 
 
 @pytest.mark.parametrize("kwargs,match", [({"corrupt_fraction": 1.0}, "corrupt_fraction"), ({"dropout_fraction": -0.1}, "dropout_fraction"),
@@ -156,9 +160,10 @@ def test_the_sparse_graph_holds_for_the_union_over_a_runs_key_epochs():
     for n in (200, 1000):
         c = adversary.colluders(n)
         p = sparse_parameters(n, c, adversary, max_key_epochs=MAX_KEY_EPOCHS)
-        half = p.degree // 2
+        half, m = p.degree // 2, p.degree // 2 - p.max_dropped
+        two_windows = sum(stats.hypergeom(n - 2, c, half).pmf(a) * stats.hypergeom(n - 2 - half, c - a, half).sf(m - 1) for a in range(m, half + 1))
         for failure in (n * stats.hypergeom(n - 1, c, p.degree).sf(2 * p.threshold - (p.degree + 1) - 1),  # (S), union over clients
-                        2 * n * stats.hypergeom(n - 1, c, half).sf(half - p.max_dropped - 1)):  # (C), over clients and sides
+                        n * (n - p.degree - 1) / 2 * (n - c) * (n - c - 1) / (n * (n - 1)) * two_windows):  # (C), over pairs of places
             assert failure <= 2.0 ** -(40 + math.log2(MAX_KEY_EPOCHS))
             assert MAX_KEY_EPOCHS * failure <= 2.0**-40  # the union over every key epoch of the run
         assert min(_security_bits_of(n, c, p.degree, p.threshold, adversary.threat), _connectivity_bits_of(n, c, p.degree, p.max_dropped)) >= 50
@@ -169,3 +174,55 @@ def test_the_sparse_graph_holds_for_the_union_over_a_runs_key_epochs():
         assert why is not None and "over a run of 1024" in why
     with pytest.raises(ConfigError, match="max_key_epochs"):
         epoch_security_bits(40, 0)
+
+
+def _ring_connected(n: int, half: int, removed: set[int]) -> bool:
+    alive = [i for i in range(n) if i not in removed]
+    seen, stack = {alive[0]}, [alive[0]]
+    while stack:
+        u = stack.pop()
+        for d in range(1, half + 1):
+            for v in ((u + d) % n, (u - d) % n):
+                if v not in removed and v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+    return len(seen) == len(alive)
+
+
+def _long_runs(n: int, half: int, removed: set[int]) -> int:
+    start = next(i for i in range(n) if i not in removed)
+    runs, current = 0, 0
+    for j in range(1, n + 1):
+        if (start + j) % n in removed:
+            current += 1
+        else:
+            runs, current = runs + (current >= half), 0
+    return runs
+
+
+def test_a_harary_ring_falls_apart_exactly_where_two_runs_of_half_its_degree_cut_it():
+    """What (C) counts: removing clients from H(n, k) disconnects the rest if and only if two
+    disjoint runs of at least k/2 consecutive removed clients cut the ring (one run leaves a
+    path; a shorter run is jumped over). Checked against the graph itself on random removals."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        n = rng.randint(8, 48)
+        half = rng.randint(1, n // 3)
+        removed = {i for i in range(n) if rng.random() < rng.random()}
+        if len(removed) >= n - 1:
+            continue
+        assert _ring_connected(n, half, removed) == (_long_runs(n, half, removed) < 2), (n, half, sorted(removed))
+
+
+@pytest.mark.parametrize("n,degree,max_dropped", [(200, 104, 20), (1000, 240, 50), (10_000, 360, 76)])
+def test_the_connectivity_bound_is_above_the_exact_two_window_probability(n, degree, max_dropped):
+    """(C)'s two tails bound the exact union term (a sum over the first window's colluders, by
+    scipy) from above, so the bits it grants are never more than the event's."""
+    c, half = Adversary().colluders(n), degree // 2
+    m = half - max_dropped
+    first = stats.hypergeom(n - 2, c, half)
+    exact = sum(first.pmf(a) * stats.hypergeom(n - 2 - half, c - a, half).sf(m - 1) for a in range(m, half + 1))
+    exact *= n * (n - degree - 1) / 2 * (n - c) * (n - c - 1) / (n * (n - 1))
+    bits = _connectivity_bits_of(n, c, degree, max_dropped)
+    assert 2.0 ** -bits >= exact * (1 - 1e-9)
+    assert bits > -math.log2(exact) - 0.3  # and not much looser
