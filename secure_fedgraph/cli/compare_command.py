@@ -31,10 +31,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
+    from secure_fedgraph.cli.plans import check_windows
     from secure_fedgraph.data.sources import node_count, validate
     from secure_fedgraph.runs import preflight
 
-    validate(args.dataset, args.data_dir)
+    series = validate(args.dataset, args.data_dir)
+    check_windows("cnfgnn", args.dataset, series.layout, {})  # every method cuts CNFGNN's (DCRNN's) windows
     if args.sensors is not None and args.sensors > node_count(args.dataset):
         raise ConfigError(f"--sensors {args.sensors}: dataset {args.dataset} has {node_count(args.dataset)} sensors")
     preflight.check_writable_folder("--out", args.out)

@@ -39,10 +39,12 @@ def add_sum_demo_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _check_demo(args: argparse.Namespace) -> None:
+    from secure_fedgraph.cli.plans import check_windows
     from secure_fedgraph.data.sources import node_count, validate
     from secure_fedgraph.runs import preflight
 
-    validate(args.dataset, args.data_dir)  # once, here: not once per client process
+    series = validate(args.dataset, args.data_dir)  # once, here: not once per client process
+    check_windows("fedavg-gru", args.dataset, series.layout, {})  # the demo's plan, with its windows
     nodes = node_count(args.dataset)
     if args.clients is None:
         args.clients = nodes

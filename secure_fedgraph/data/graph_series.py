@@ -57,6 +57,7 @@ class SeriesLayout:
     days: int  # complete days (GraphSeries.daily)
     steps: int
     splits: tuple[float, float, float] | None = None  # the data's own train/val/test fractions, if it declares them
+    contiguous: bool = True  # whole days of steps, without gaps (else each day's block is a stretch of its own: GraphSeries.segments)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ class GraphSeries:
 
     @property
     def layout(self) -> SeriesLayout:
-        return SeriesLayout(self.n_nodes, self.signals.shape[2], self.steps_per_day, len(self._day_starts()), self.signals.shape[0], self.splits)
+        return SeriesLayout(self.n_nodes, self.signals.shape[2], self.steps_per_day, len(self._day_starts()), self.signals.shape[0], self.splits,
+                            self.contiguous)
 
     def _minutes(self) -> np.ndarray:
         """(T,) minutes since midnight of the first day, int64."""
@@ -357,4 +359,5 @@ def folder_layout(folder: Path) -> SeriesLayout:
     except ValueError:
         raise DataFormatError(f"{folder / SERIES_FILE}: start must be an ISO date and time such as 2017-01-01T00:00, got {meta['start']!r}") from None
     days = day_starts(first_minute=first, steps=shape[0], step_minutes=step, steps_per_day=per_day) if isinstance(per_day, int) and per_day > 0 else ()
-    return SeriesLayout(shape[1], shape[2], per_day, len(days), shape[0], tuple(meta["splits"]) if "splits" in meta else None)
+    return SeriesLayout(shape[1], shape[2], per_day, len(days), shape[0], tuple(meta["splits"]) if "splits" in meta else None,
+                        per_day == _MINUTES_PER_DAY // step)

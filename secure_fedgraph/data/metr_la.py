@@ -24,6 +24,7 @@ import numpy as np
 
 from secure_fedgraph.data.locate import data_root, require
 from secure_fedgraph.data.safe_pickle import load_arrays
+from secure_fedgraph.data.windows import MIN_SLIDING_WINDOWS
 from secure_fedgraph.errors import ConfigError, DataFormatError, DataNotFoundError
 
 PACKAGED = Path(__file__).with_name("files") / "metr_la_week1.npz"
@@ -167,7 +168,7 @@ def dcrnn_windows(
     if segments is not None:
         starts = starts[segments[starts] == segments[starts + steps_in + steps_out - 1]]
     samples = len(starts)
-    if samples < 10:
+    if samples < MIN_SLIDING_WINDOWS:
         raise ValueError(f"{speed.shape[0]} time steps make only {samples} windows of {steps_in} + {steps_out} (stride {stride})")
     x = features[starts[:, None] + np.arange(steps_in)]  # (S, in, N, 2)
     y = features[starts[:, None] + steps_in + np.arange(steps_out)]  # (S, out, N, 2)

@@ -135,7 +135,7 @@ SOURCES = {
                                  "sensor ids in adj_mx_bay.pkl's order, then one row per 5-minute step from 2017-01-01 00:00), "
                                  "or use a graph-series folder (docs/data.md)"),
     "hzmetro": NamedSource("hzmetro", ("val.pkl", "test.pkl", "graph_hz_conn.pkl", "graph_hz_sml.pkl", "graph_hz_cor.pkl"), _read_hzmetro,
-                           80, SeriesLayout(80, 2, 73, 7, 511)),
+                           80, SeriesLayout(80, 2, 73, 7, 511, contiguous=False)),
     "nycbike1": NamedSource("nycbike1", ("val.npz", "test.npz", "adj_mx.npz"), _read_nycbike1, 128, SeriesLayout(128, 2, 24, 57, 1369)),
 }
 NAMES = tuple(SOURCES)
@@ -236,6 +236,17 @@ def layout_of(dataset: str, data_dir: str | os.PathLike | None = None) -> Series
     if where.source.layout is not None:
         return where.source.layout
     return load_series(dataset, data_dir).layout
+
+
+def known_layout(dataset: str) -> SeriesLayout | None:
+    """The sizes of ``dataset`` where they are known without reading its signals (a pinned named
+    dataset, or a folder's series.json and signals header), else None (the server's preflight
+    reads no data and checks what it can with these). A malformed folder raises DataFormatError."""
+    try:
+        where = resolve(dataset)
+        return None if where.source is not None and where.source.layout is None else layout_of(dataset)
+    except (ConfigError, OSError):  # an unknown name, a missing folder or file: said where the data are read
+        return None
 
 
 def validate(dataset: str, data_dir: str | os.PathLike | None = None, *, option: str = "--dataset") -> GraphSeries:

@@ -23,6 +23,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Windows:
+    """A forecasting plan's input and output windows, as the command line checks them against
+    the data before torch is imported (cli/plans.py: check_windows; data/windows.py): the
+    defaults of its ``steps_in`` and ``steps_out`` options (tests/papers/test_registry.py holds
+    them to the configs'), whether each window stays within a day (FedSTGD) or slides across a
+    gapless stretch (DCRNN's), and the option spacing the sliding windows out, if any."""
+
+    steps_in: int
+    steps_out: int
+    within_day: bool = False
+    stride_option: str | None = None
+
+
+@dataclass(frozen=True)
 class PlanEntry:
     """One plan's registration (reading it imports nothing).
 
@@ -41,6 +55,7 @@ class PlanEntry:
             ``sweep --attacks`` draws per epsilon).
         centralised_method: the centralised baseline a sweep draws beside it (runs/comparison.py's
             method names; None: none).
+        windows: the input and output windows of a forecasting plan (None: it cuts none).
     """
 
     name: str
@@ -52,6 +67,7 @@ class PlanEntry:
     calibrates: bool = False
     attacked: bool = False
     centralised_method: str | None = None
+    windows: Windows | None = None
 
     def __post_init__(self) -> None:
         if self.calibrates and self.privacy_option is None:
@@ -65,17 +81,19 @@ class PlanEntry:
 ENTRIES: tuple[PlanEntry, ...] = (
     PlanEntry("fedavg-gru", "secure_fedgraph.papers.fedavg", "FedAvgGRU", "metr-la",
               # distributed DP inside the FedAvg sum: its epsilon depends on how many clients survive each sum, so no calibration
-              privacy_option="ddp_noise", centralised_method="gru-centralised"),
-    PlanEntry("local-gru", "secure_fedgraph.papers.fedavg", "LocalGRU", "metr-la"),
+              privacy_option="ddp_noise", centralised_method="gru-centralised", windows=Windows(12, 12)),
+    PlanEntry("local-gru", "secure_fedgraph.papers.fedavg", "LocalGRU", "metr-la", windows=Windows(12, 12)),
     PlanEntry("fedavg-vector", "secure_fedgraph.papers.synthetic", "FedAvgVector"),
     PlanEntry("cnfgnn", "secure_fedgraph.papers.cnfgnn", "CNFGNN", "metr-la",
               why_not_resumable="its server's Graph Network and Adam state, each client's h_G,c,i and scheduled-sampling step, and "
                                 "the DP accountant's history of releases are not saved at round boundaries, and a redone round would "
                                 "upload every window's hidden states again with fresh noise (a second DP release)",
-              privacy_option="dp_sigma", calibrates=True, attacked=True, centralised_method="gru+gn-centralised"),
+              privacy_option="dp_sigma", calibrates=True, attacked=True, centralised_method="gru+gn-centralised",
+              windows=Windows(12, 12, stride_option="window_stride")),
     PlanEntry("fedstgd", "secure_fedgraph.papers.fedstgd", "FedSTGD", "hzmetro",
               why_not_resumable="each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are "
-                                "not saved at round boundaries"),
+                                "not saved at round boundaries",
+              windows=Windows(4, 4, within_day=True)),
     # reads a UEA archive (data/uea.py), checked when a client loads it
     PlanEntry("fedrel", "secure_fedgraph.papers.fedrel", "FedRel"),
     # preflight checks Cora's files; another dataset's when loaded
@@ -142,5 +160,5 @@ def __getattr__(attribute: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
-__all__ = ["ENTRIES", "PLANS", "PLAN_NAMES", "Plan", "PlanEntry", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedRel", "FedSTGD", "LocalGRU",
+__all__ = ["ENTRIES", "PLANS", "PLAN_NAMES", "Plan", "PlanEntry", "Windows", "CNFGNN", "FedAvgGRU", "FedAvgVector", "FedRel", "FedSTGD", "LocalGRU",
            "NFedGNN", "check_plan_name", "check_resumable", "is_resumable", "plan_class", "plan_dataset", "plan_entry", "plans_where"]

@@ -68,7 +68,7 @@ import torch
 from secure_fedgraph import privacy
 from secure_fedgraph.data.graph_series import SeriesLayout, day_split
 from secure_fedgraph.data.hzmetro import MetroSplits, ZScore, metro_windows, partition_stations
-from secure_fedgraph.data.sources import layout_of, load_series, node_count, resolve
+from secure_fedgraph.data.sources import known_layout, layout_of, load_series, node_count
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers import local_dp
@@ -210,11 +210,7 @@ class FedSTGDConfig(DPSGDOptions):
     def known_layout(self) -> SeriesLayout | None:
         """The dataset's sizes where they are known without a data directory (a pinned named
         dataset or a folder; data/sources.py), else None (the run reads them with its data)."""
-        try:
-            where = resolve(self.dataset)
-            return None if where.source is not None and where.source.layout is None else layout_of(self.dataset)
-        except (ConfigError, OSError):
-            return None
+        return known_layout(self.dataset)
 
     def layout(self, layout: SeriesLayout | None = None) -> SeriesLayout:
         """``layout``, or the dataset's as :meth:`known_layout` finds it."""

@@ -4,6 +4,7 @@ and the traffic plans run by dataset name or folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -57,6 +58,12 @@ def _nan_series(tmp_path: Path) -> Path:
     return folder
 
 
+def _short_series(tmp_path: Path) -> Path:
+    """30 five-minute steps of 3 sensors: 7 windows of DCRNN's 12 + 12 steps, fewer than a run needs."""
+    week = load_series("metr-la").first_nodes(3)
+    return write_folder(dataclasses.replace(week, name="short", signals=week.signals[:30]), tmp_path / "short")
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -75,13 +82,26 @@ def _nan_series(tmp_path: Path) -> Path:
         (["run", "cnfgnn", "--dataset", "{nan}", "--out", "{tmp}/o"], "{nan}: metr-la: signals must be finite numbers"),
         (["compare", "--dataset", "{nan}", "--out", "{tmp}/o"], "signals must be finite numbers"),
         (["compare", "--dataset", "hzmetro", "--sensors", "90", "--data-dir", "{shared}", "--out", "{tmp}/o"], "--sensors 90: dataset hzmetro has 80"),
+        # windows longer than the data hold: the options and the limit, from the data's sizes
+        (["run", "fedstgd", "--set", "steps_in=40", "--set", "steps_out=40", "--data-dir", "{shared}", "--out", "{tmp}/o"],
+         "--set steps_in=40 --set steps_out=40: a window of 40 + 40 steps does not fit in a day of hzmetro (73 steps; fedstgd's windows "
+         "stay within a day): steps_in + steps_out must be at most 73"),
+        (["run", "fedavg-gru", "--set", "steps_in=1000", "--set", "steps_out=1100", "--out", "{tmp}/o"],
+         "--set steps_in=1000 --set steps_out=1100: the 2016 steps of metr-la hold 0 windows of 1000 + 1100 steps, and fedavg-gru needs at "
+         "least 10: steps_in + steps_out must be at most 2007"),
+        (["sweep", "cnfgnn", "--sigmas", "1", "--dataset", "hzmetro", "--set", "steps_in=70", "--data-dir", "{shared}", "--out", "{tmp}/o"],
+         "--set steps_in=70: the 511 steps of hzmetro (73 a day, no window across days) hold 0 windows of 70 + 12 steps, and cnfgnn needs "
+         "at least 10: steps_in + steps_out must be at most 72"),
+        (["demo", "--dataset", "{short}"], "--dataset {short} (steps_in 12 and steps_out 12 by default): the 30 steps of {short} hold 7 windows "
+         "of 12 + 12 steps, and fedavg-gru needs at least 10: steps_in + steps_out must be at most 21"),
     ],
 )
 def test_a_data_mistake_is_one_line_and_exit_2_before_torch_is_imported(argv, message, tmp_path):
     """The probe runs this checkout's package (the repository folder first on the path)."""
     if any("{pems}" in a or "{shared}" in a for a in argv) and (PEMS_BAY_GRAPH_DIR is None or not (SHARED_DATA / "nycbike1").is_dir()):
         pytest.skip("needs ../shared/data's pems-bay graph and nycbike1")
-    values = {"tmp": tmp_path, "bad": _bad_series(tmp_path), "nan": _nan_series(tmp_path), "shared": SHARED_DATA, "pems": tmp_path / "p"}
+    values = {"tmp": tmp_path, "bad": _bad_series(tmp_path), "nan": _nan_series(tmp_path), "shared": SHARED_DATA, "pems": tmp_path / "p",
+              "short": _short_series(tmp_path)}
     if any("{pems}" in a for a in argv):
         pems_bay_with_synthetic_speeds(tmp_path / "p")
         (tmp_path / "p" / "pems-bay" / "speed.csv").unlink()

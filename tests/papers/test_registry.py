@@ -33,6 +33,13 @@ def test_the_entry_matches_its_plan(entry: PlanEntry):
         assert getattr(cls(), entry.privacy_option) == 0  # the plan's property the clients' floors read: off by default
     if entry.calibrates:
         assert cls.calibrated is not Plan.calibrated
+    # the windows the command line checks against the data before torch loads are the plan's own defaults
+    defaults = {f.name: f.default for f in dataclasses.fields(cls.Config)}
+    if entry.windows is None:
+        assert "steps_in" not in fields and "steps_out" not in fields
+    else:
+        assert (defaults["steps_in"], defaults["steps_out"]) == (entry.windows.steps_in, entry.windows.steps_out)
+        assert entry.windows.stride_option is None or defaults[entry.windows.stride_option] == 1
     # both sides of a resumable plan start from ctx.resume_from and save at ctx.checkpoint; no other plan does
     sources = [inspect.getsource(getattr(cls, side)) for side in ("server", "client")]
     for source in sources:
