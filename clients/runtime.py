@@ -16,6 +16,8 @@ A client whose handling fails leaves the run (its host says so at once) and the 
 
 A stream the server cannot take yet (nobody listens: UNAVAILABLE; or it runs as many streams as it
 allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to ``connect_timeout_s``.
+A server certificate that does not carry ``server_name`` is not waited for: the process stops at
+once (ConfigError naming ``--server-name`` and the names the certificate carries).
 When the server goes away mid-run (its process died or was stopped: not a refusal or a drop,
 which it says with another status), the clients whose plan keeps its state at round boundaries
 reconnect with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
@@ -64,6 +66,7 @@ from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc_client import (ClientConnection, ConnectionFailed, Waiting, connect, secure_channel,
                                                               server_not_up)
 from secure_fedgraph.protocol.transports.grpc_service import describe_rpc_error
+from secure_fedgraph.protocol.transports.server_name import mismatch_line, name_mismatch
 from secure_fedgraph.resources import ensure_client_files, usage
 
 
@@ -122,6 +125,7 @@ class _Shared:
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
     announced: dict[Welcome, _Announced | Exception] = field(default_factory=dict)
     said: set[object] = field(default_factory=set)
+    mistake: ConfigError | None = None  # an option to fix, not a run to wait for (--server-name): the process stops with it, exit 2
 
     def once(self, key: object, say: Callable[[str], None], line: str) -> None:
         """Say ``line`` once per process for ``key`` (waiting for the server; the server gone, or
@@ -222,6 +226,8 @@ def run_clients(options: ClientOptions, *, say: Callable[[str], None] = print) -
             t.start()
         for t in threads:
             t.join()
+    if shared.mistake is not None:
+        raise shared.mistake
     after = usage()
     streams = "one stream (host certificate)" if len(links) == 1 and len(options.ids) > 1 else f"{len(links)} stream{'s' * (len(links) > 1)}"
     say(f"clients {format_ids(options.ids)}: {streams}; open files {before.open_files} before connecting, {after.open_files} after the run; "
@@ -248,6 +254,8 @@ class _HostLink:
         try:
             self._run()
         except grpc.RpcError as exc:
+            if name_mismatch(exc):
+                self._wrong_server_name()
             self._stop_all(describe_rpc_error(exc))
         except (SecureFedGraphError, ConnectionFailed) as exc:
             self._stop_all(str(exc))
@@ -255,6 +263,16 @@ class _HostLink:
             for client in self.clients.values():
                 if client.transcript is not None:
                     client.transcript.close()
+
+    def _wrong_server_name(self) -> None:
+        """The server's certificate does not carry ``--server-name``: once per process, the line
+        naming the option and the names the certificate does carry (server_name.py)."""
+        with self.shared.lock:
+            if self.shared.mistake is not None:
+                return
+        line = mismatch_line(self.options.server, self.options.server_name, ca=self.shared.ca, cert=self.link.cert, key=self.link.key)
+        with self.shared.lock:
+            self.shared.mistake = self.shared.mistake or ConfigError(line)
 
     def _stop_all(self, error: str) -> None:
         for client in self.clients.values():

@@ -9,8 +9,9 @@ once: its arrays are read-only, so the clients share it safely.
 
 Connecting: a stream the server cannot take yet (nobody listens: UNAVAILABLE; or it runs as many
 streams as it allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to the
-caller's :class:`Waiting`; a refusal (a certificate the server does not accept, a message over a
-size limit, a drop) is reported at once.
+caller's :class:`Waiting`; a refusal (a certificate the server does not accept, a server
+certificate without the name the client checks, a message over a size limit, a drop) is
+reported at once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from secure_fedgraph.protocol.core.messages import Hello
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.grpc_service import METHOD, channel_options, describe_rpc_error
+from secure_fedgraph.protocol.transports.server_name import name_mismatch
 from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter
 
 _CLOSE = object()
@@ -105,11 +107,14 @@ def server_not_up(exc: grpc.RpcError) -> bool:
     threat_model.md R-STREAMS; one frees within the server's --hello-timeout of a stream that
     says nothing). A failed certificate check, a message over a size limit (RESOURCE_EXHAUSTED
     too, "larger than max") or an answer from the server (a refusal, a drop) is reported at once.
-    A handshake cut by a dying server ("Connection reset") is not a refusal."""
+    A handshake cut by a dying server ("Connection reset") is not a refusal, and neither is a
+    network that cannot reach the server now ("No route to host", "Network is unreachable"):
+    both are worth waiting for. A server certificate that does not carry the name the client
+    checks (server_name.py) is a mistake to fix, not to wait out."""
     details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
     if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return "larger than max" not in details
-    refused = any(word in details for word in ("ssl_error", "certificate", "tsi_", "alert"))
+    refused = any(word in details for word in ("ssl_error", "certificate", "tsi_", "alert")) or name_mismatch(exc)
     return exc.code() == grpc.StatusCode.UNAVAILABLE and not refused
 
 

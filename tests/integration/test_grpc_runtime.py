@@ -4,10 +4,12 @@ mutual TLS, bad input, and a client process killed mid-run."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import ssl
 import threading
+import time
 
 import grpc
 import pytest
@@ -27,6 +29,7 @@ from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
 from tests.helpers.grpc import mtls_channel
 
+GRPC_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ")  # gRPC C-core's own log lines (absl format)
 TINY = ("hidden_size=8", "max_windows=40", "max_local_steps=2", "batch_size=16")
 
 
@@ -207,6 +210,26 @@ def test_mtls_refuses_strangers_and_impostors_and_keeps_serving(start_server, tm
     assert honest.wait(timeout=60) == 0
     assert metrics["clients_finished"] == 4
     assert "refused a connection: certificate of client 0, Hello claims 1" in " ".join(metrics["events"])
+
+
+def test_a_client_expecting_another_server_name_stops_at_once_naming_the_option(start_server):
+    """``client --server-name`` that the server's certificate does not carry: gRPC's handshake
+    fails ("Hostname Verification Check failed"), which no retry mends, so the process stops at
+    once, long before its --connect-timeout, with one line naming the option and the names the
+    certificate carries (the test keys': localhost and 127.0.0.1), exit 2. The server, which saw
+    only handshakes, runs on with the clients that name it rightly."""
+    run = start_server(clients=3, plan="fedavg-vector", plan_options=("length=50", "rounds=1"))
+    began = time.monotonic()
+    wrong = run.client("0-2", "--server-name", "fl.example.org", "--connect-timeout", "300")
+    output = wrong.communicate(timeout=60)[0]
+    said = [line for line in output.splitlines() if line.strip() and not GRPC_LOG_LINE.match(line)]  # gRPC's own C-core log aside
+    assert wrong.returncode == 2 and time.monotonic() - began < 60, output
+    assert said == [f"secure-fedgraph: error: --server-name fl.example.org: the certificate of the server at 127.0.0.1:{run.port} names "
+                    "localhost, 127.0.0.1, not fl.example.org; pass one of those as --server-name (or issue the server a certificate "
+                    "naming fl.example.org: keys init --server-name / --server-ip)"], output
+    right = run.client("0-2")
+    _, metrics = run.finish()
+    assert right.wait(timeout=60) == 0 and metrics["clients_finished"] == 3
 
 
 def _rogue(run, client: int, answer):
