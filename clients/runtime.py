@@ -18,9 +18,10 @@ A stream the server cannot take yet (nobody listens: UNAVAILABLE; or it runs as 
 allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to ``connect_timeout_s``.
 A server certificate that does not carry ``server_name`` is not waited for: the process stops at
 once (ConfigError naming ``--server-name`` and the names the certificate carries).
-When the server goes away mid-run (its process died or was stopped: not a refusal or a drop,
-which it says with another status), the clients whose plan keeps its state at round boundaries
-reconnect with backoff for up to ``reconnect_timeout_s`` (said once per process). A resumed
+When the server goes away mid-run, or the network to it does (its process died or was stopped,
+or this host's link is down: not a refusal or a drop, which the server says with another
+status), every client still in the run reconnects with backoff for up to
+``reconnect_timeout_s`` (said once per process, and every STILL_WAITING_S while it waits). A resumed
 server's Welcome is checked like the first (the whole policy again), and must announce the same
 run, among clients the run started with, under the same identity keys, at a round whose state
 the client kept (protocol/engine/resume.py); the client then starts a new session with new secure-sum
@@ -63,8 +64,8 @@ from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
 from secure_fedgraph.protocol.sum_backends.roles import IdentityDirectory
 from secure_fedgraph.protocol.transports.transcript import TranscriptWriter
 from secure_fedgraph.protocol.transports.batch import Frame
-from secure_fedgraph.protocol.transports.grpc_client import (ClientConnection, ConnectionFailed, Waiting, connect, secure_channel,
-                                                              server_not_up)
+from secure_fedgraph.protocol.transports.grpc_client import (STILL_WAITING_S, ClientConnection, ConnectionFailed, Waiting, connect,
+                                                              last_reason, secure_channel, server_not_up)
 from secure_fedgraph.protocol.transports.grpc_service import describe_rpc_error
 from secure_fedgraph.protocol.transports.server_name import mismatch_line, name_mismatch
 from secure_fedgraph.resources import ensure_client_files, usage
@@ -281,35 +282,58 @@ class _HostLink:
 
     def _run(self) -> None:
         options, link, shared = self.options, self.link, self.shared
+        ids = format_ids(options.ids)
         announce = partial(shared.once, ("connect",), self.say, f"clients: waiting for the server at {options.server} "
                            f"(up to {options.connect_timeout_s:g} s, --connect-timeout)")
-        waiting = Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", announce)
+        waiting = Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", announce,
+                          self._still("connect", f"clients {ids}: still no server at {options.server}", options.connect_timeout_s,
+                                      "--connect-timeout"))
         transcripts = {c: client.transcript for c, client in self.clients.items() if client.transcript is not None}
         taking_part = list(self.clients.values())
+        lost = ""  # how the last stream ended, while reconnecting
         with secure_channel(options.server, ca=shared.ca, cert=link.cert.read_bytes(), key=link.key.read_bytes(),
                             server_name=options.server_name, max_message_bytes=options.max_message_bytes) as channel:
             while True:
-                connection = connect(channel, [c.client for c in taking_part], version=__version__, waiting=waiting,
-                                     timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes, transcripts=transcripts)
+                try:
+                    connection = connect(channel, [c.client for c in taking_part], version=__version__, waiting=waiting,
+                                         timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes, transcripts=transcripts)
+                except grpc.RpcError as exc:
+                    if lost and not name_mismatch(exc):  # back, but the server will not have them (it went on without them)
+                        raise ConnectionFailed(f"{lost}; reconnected, the server refused them ({describe_rpc_error(exc)})") from None
+                    raise
                 for client in taking_part:
                     client.begin_session()
                 try:
                     self._serve(connection)
-                    if not any(c.may_resume for c in taking_part):
+                    taking_part = [c for c in taking_part if c.may_resume]  # the server ended the stream: only a resumed run goes on
+                    if not taking_part:
                         return
                 except grpc.RpcError as exc:
-                    if not (any(c.may_resume for c in taking_part) and server_not_up(exc)):  # refused or dropped: the server said why
+                    taking_part = reconnecting(exc, taking_part)
+                    if not taking_part:  # refused or dropped: the server said why
                         raise
+                    lost = f"the stream ended with {describe_rpc_error(exc)}"
                 finally:
                     connection.close()
-                taking_part = [c for c in taking_part if c.may_resume]
                 for client in taking_part:
                     client.host = None  # its session's keys go with it
                 seconds = options.reconnect_timeout_s
                 sessions = max(c.sessions for c in taking_part)
-                announce = partial(shared.once, ("away", sessions), self.say, f"clients {format_ids(options.ids)}: the server went away; "
-                                   f"reconnecting for up to {seconds:g} s (--reconnect-timeout)")
-                waiting = Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s", announce)
+                announce = partial(shared.once, ("away", sessions), self.say, f"clients {ids}: the server went away; "
+                                   f"reconnecting for up to {seconds:g} s (--reconnect-timeout); {lost}")
+                waiting = Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s", announce,
+                                  self._still(("away", sessions), f"clients {ids}: still reconnecting to {options.server}", seconds,
+                                              "--reconnect-timeout"))
+
+    def _still(self, key: object, line: str, seconds: float, option: str) -> Callable[[float, str], None]:
+        """What a :class:`Waiting` says every STILL_WAITING_S while it waits: how long so far, of
+        how long, and the last failure (once per process, whatever its streams)."""
+
+        def still(waited: float, why: str) -> None:
+            self.shared.once((key, "still", round(waited / STILL_WAITING_S)), self.say,
+                             f"{line} after {waited:.0f} s of up to {seconds:g} s ({option}): {last_reason(why)}")
+
+        return still
 
     def _serve(self, connection: ClientConnection) -> None:
         """Answer the stream's batches until it ends, or none of its clients is left in the run."""
@@ -327,6 +351,20 @@ class _HostLink:
             connection.send(answers)
             if all(c.left for c in self.clients.values()):
                 return  # nobody here is in the run any more (a finished client keeps reading: the server ends the stream)
+
+
+def reconnecting(exc: grpc.RpcError, clients: Sequence[_LogicalClient]) -> list[_LogicalClient]:
+    """Who waits for the server after a stream failed with ``exc``: every client still taking
+    part, when the failure is one of a server or a network gone for now (server_not_up: nobody
+    listens, no route to host, a network unreachable, a connection reset or timed out), so a
+    host whose link went down retries for ``--reconnect-timeout`` rather than stopping at once;
+    nobody after a refusal or a drop, which the server said (or with ``--reconnect-timeout 0``).
+    What a reconnected client finds is checked as ever: a resumed run is rejoined by the clients
+    holding its state, a run that went on without them refuses them, and a new run is refused
+    by every client holding a part of the old one."""
+    if not server_not_up(exc):
+        return []
+    return [c for c in clients if c.taking_part and c.options.reconnect_timeout_s > 0]
 
 
 class _LogicalClient:

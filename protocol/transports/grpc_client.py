@@ -89,15 +89,26 @@ class Incoming:
     left: str = ""
 
 
+STILL_WAITING_S = 10.0  # how often a client that waits for the server says so again
+
+
 @dataclass(frozen=True)
 class Waiting:
     """How long :func:`connect` retries a server that cannot take the stream yet, the option
-    that sets it (named when it gives up), and what it calls once before its first wait."""
+    that sets it (named when it gives up), what it calls once before its first wait, and what
+    it calls every STILL_WAITING_S while it waits (the seconds so far, the last failure)."""
 
     seconds: float
     option: str
     gave_up: str  # why it stopped waiting; "{s}" is the seconds
     announce: Callable[[], None] = lambda: None
+    still: Callable[[float, str], None] = lambda waited, why: None
+
+
+def last_reason(why: str) -> str:
+    """The end of a gRPC failure's chain of causes ("... getsockopt(SO_ERROR): No route to host"
+    gives "No route to host"): what a periodic line needs to say."""
+    return why.rsplit(": ", 1)[-1].strip() or why
 
 
 def server_not_up(exc: grpc.RpcError) -> bool:
@@ -185,7 +196,8 @@ def connect(channel: grpc.Channel, clients: Sequence[int], *, version: str, wait
         grpc.RpcError: the server refused the stream.
         ConnectionFailed: the server did not take it within ``waiting.seconds``.
     """
-    deadline, pause, announced = time.monotonic() + waiting.seconds, 0.1, False
+    began = time.monotonic()
+    deadline, pause, announced, said = began + waiting.seconds, 0.1, False, 0
     while True:
         stream = ClientStream(channel, timeout_s=timeout_s, max_message_bytes=max_message_bytes)
         stream.hello(clients, version)
@@ -206,6 +218,10 @@ def connect(channel: grpc.Channel, clients: Sequence[int], *, version: str, wait
         if not announced:
             waiting.announce()
             announced = True
+        waited = time.monotonic() - began
+        if waited + pause >= (said + 1) * STILL_WAITING_S:  # said once the pause would pass the next mark
+            said = int((waited + pause) // STILL_WAITING_S)
+            waiting.still(waited, why)
         time.sleep(pause)
         pause = min(2 * pause, 2.0)
 

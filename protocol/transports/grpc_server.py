@@ -239,7 +239,7 @@ class GrpcServerTransport:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{certified} {'is' if str(certified).startswith('client ') else 'are'} not part of this run")
         if not self.joining:
             self.log(f"refused {named(ours)}: the run had started")
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the run started without {named(ours)}")
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, self._started_without(ours))
         if not self._claim(ours):
             self.log(f"refused a second stream for the certificate of {certified}")
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{named(ours)} already {'holds' if len(ours) == 1 else 'hold'} a stream to this server")
@@ -248,6 +248,16 @@ class GrpcServerTransport:
         finally:
             with self._lock:
                 self.streams.difference_update(ours)
+
+    def _started_without(self, clients: frozenset[int]) -> str:
+        """Why a stream is refused once the run has started: it began without these clients, or
+        (those that joined it, back after their stream failed) goes on without them."""
+        with self._lock:
+            dropped = clients & self.connections.keys()
+        if dropped:
+            return (f"the run is under way and takes no new stream for {named(dropped)}: a client joins a run once, and one whose "
+                    "stream failed is out of it")
+        return f"the run started without {named(clients)}"
 
     def _claim(self, clients: frozenset[int]) -> bool:
         """Take the one stream each client id may be spoken for on (threat_model.md R-STREAMS);

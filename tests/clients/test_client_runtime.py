@@ -1,12 +1,14 @@
 """The client runtime (clients/runtime.py): what a client process checks in a server's Welcome
 (every relayed certificate signed by the run's CA, threat_model.md R-PKI; a resumed run only
-where the process holds state of it, R-RESUME). How it connects is the transport's:
-tests/protocol/transports/test_grpc_client.py."""
+where the process holds state of it, R-RESUME), and which failures of its stream it waits out
+(a lost server or network) and which it does not (a refusal). How it connects is the
+transport's: tests/protocol/transports/test_grpc_client.py."""
 
 from __future__ import annotations
 
 import json
 
+import grpc
 import pytest
 
 from secure_fedgraph.crypto.pki import init_keys
@@ -115,3 +117,63 @@ def test_attack_a_welcome_naming_a_folder_on_the_clients_disk(monkeypatch, tmp_p
     assert not np.array_equal(memory.data.sensor("train", 0)[0], private_x)  # its own folder's windows
     with pytest.raises(ConfigError, match="this client was started with --dataset hzmetro"):  # a name must be the one it was given
         dataset_choice.own_dataset({"plan": "fedavg-gru", "config": {"dataset": "metr-la"}}, "hzmetro")
+
+
+class _Failed(grpc.RpcError):
+    """A stream's failure as gRPC reports it: a status code and its details."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+
+@pytest.mark.parametrize(
+    "code,details,waits",
+    [
+        # a host whose link went down (its kernel finds no route), mid-run and on reconnecting
+        (UNAVAILABLE, "Stream removed (recvmsg:No route to host (113))", True),
+        (UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.77.0.1:7443: Failed to connect to remote host: "
+                      "getsockopt(SO_ERROR): No route to host", True),
+        (UNAVAILABLE, "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:10.77.0.1:7443: connect: Network is unreachable (101)", True),
+        (UNAVAILABLE, "keepalive watchdog timeout", True),
+        # a server process that died, or is not up again yet
+        (UNAVAILABLE, "Socket closed", True),
+        (UNAVAILABLE, "recvmsg:Connection reset by peer", True),
+        (UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7443: Failed to connect to remote host: "
+                      "Connection refused", True),
+        # mistakes to fix and the server's own word: never waited for
+        (UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.77.0.1:7443: Custom verification check failed "
+                      "with error: UNAUTHENTICATED: Hostname Verification Check failed.", False),
+        (UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7443: Tls handshake failed "
+                      "(TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1a000064:ECDSA routines:OPENSSL_internal:BAD_SIGNATURE: certificate "
+                      "signature failure", False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "the run started without clients 5-6", False),
+        (grpc.StatusCode.CANCELLED, "dropped from the run: no answer to input within 120 s", False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "Received message larger than max (2097160 vs. 1048576)", False),
+    ],
+)
+def test_a_lost_server_or_network_is_waited_for_and_a_refusal_is_not(code, details, waits, tmp_path):
+    """Who waits out --reconnect-timeout after a stream failed (clients/runtime.py: reconnecting).
+    The client here holds no state of a round boundary (a plan that cannot resume, such as
+    fedstgd, or a run still in its first round): it too waits when the link or the server is
+    gone for now, instead of stopping at once on "No route to host"; then whatever it finds is
+    checked as ever (a run that went on without it refuses it). With --reconnect-timeout 0,
+    nobody waits."""
+    from secure_fedgraph.clients.runtime import ClientOptions, ClientOutcome, _LogicalClient, reconnecting
+
+    def client(reconnect_timeout_s: float) -> _LogicalClient:
+        options = ClientOptions(server="10.77.0.1:7443", ids=[5], keys=tmp_path, reconnect_timeout_s=reconnect_timeout_s)
+        return _LogicalClient(5, options, None, None, print, ClientOutcome(5), None)
+
+    waiting = client(60.0)
+    assert not waiting.may_resume  # nothing of the run kept: the old rule let only resumable clients wait
+    assert reconnecting(_Failed(code, details), [waiting]) == ([waiting] if waits else [])
+    assert reconnecting(_Failed(code, details), [client(0.0)]) == []
