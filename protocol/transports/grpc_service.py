@@ -12,7 +12,15 @@ import grpc
 SERVICE = "secure_fedgraph.wire.FederatedSession"
 METHOD = f"/{SERVICE}/Session"
 
-KEEPALIVE_MS = 30_000  # both sides ping an idle connection this often
+# Keepalive (gRPC's doc/keepalive.md): each side pings its peer after KEEPALIVE_MS without a ping,
+# and closes the connection when a ping goes unanswered for KEEPALIVE_TIMEOUT_MS (gRPC also sets
+# TCP_USER_TIMEOUT to it: data unacknowledged that long closes the socket). A peer whose link
+# died, or whose process hangs, thus fails its stream within KEEPALIVE_MS + KEEPALIVE_TIMEOUT_MS
+# (about 30 s), and the server drops its clients at once (grpc_server.py) instead of at the
+# step's deadline (--step-timeout, 120 s). Unlimited pings without data: gRPC's default stops
+# pinging after 2 while nothing else is sent, which is most of a long step's wait.
+KEEPALIVE_MS = 10_000
+KEEPALIVE_TIMEOUT_MS = 20_000
 
 
 def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
@@ -20,6 +28,9 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),  # gRPC 1.85 times a keepalive ping out by this (default 60 s)
+        ("grpc.http2.max_pings_without_data", 0),
     ]
 
 

@@ -14,7 +14,8 @@ parallel test workers never collide; addresses repeat freely, since every networ
 
 A process runs on a host behind :attr:`Host.prefix` (``ip netns exec <namespace>``).
 :meth:`Network.cut` takes a host's link down on the switch side (the host's cable pulled: its
-packets go nowhere and nothing tells its peers), :meth:`Network.shape` puts a token-bucket
+packets go nowhere and nothing tells its peers) and :meth:`Network.restore` plugs it back in;
+:meth:`Network.shape` puts a token-bucket
 filter on both directions of a link. Closing the network deletes its namespaces, and with them
 every link and filter inside.
 """
@@ -71,6 +72,10 @@ class Network:
     def cut(self, label: str) -> None:
         """Take ``label``'s link down at the switch: from now on its packets are lost both ways."""
         _run("ip", "-n", self.bridge, "link", "set", self.hosts[label].port, "down")
+
+    def restore(self, label: str) -> None:
+        """Bring ``label``'s link up again at the switch (the cable plugged back in)."""
+        _run("ip", "-n", self.bridge, "link", "set", self.hosts[label].port, "up")
 
     def shape(self, label: str, *, rate: str, burst: str, latency: str) -> None:
         """A token-bucket filter (``tc qdisc add ... root tbf``) on both directions of ``label``'s

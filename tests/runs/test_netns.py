@@ -1,5 +1,5 @@
 """runs/netns.py: hosts with their own addresses reach each other over the bridge until a link is
-cut, a shaped link has its token-bucket filter both ways, and every namespace goes away on
+cut and again once it is restored, a shaped link has its token-bucket filter both ways, and every namespace goes away on
 leaving, also after a failure. Skipped, with the reason, where namespaces cannot be made."""
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def test_hosts_talk_over_their_addresses_until_a_link_is_cut():
         assert _connect(net, timeout_s=5) == ("connected", "connected")
         net.cut("y")
         assert _connect(net, timeout_s=1) == ("nothing", "TimeoutError")  # its packets go nowhere, and nothing says so
+        net.restore("y")
+        assert _connect(net, timeout_s=5) == ("connected", "connected")  # plugged back in
 
 
 def test_a_shaped_link_is_shaped_both_ways():
