@@ -57,6 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from floor import floor_cell, floor_of_run, int_list, mask_plan_of_run, ratio_to_floor
+from progress import follow, running
 
 # Fallback Flower figures (median wall s of one round): shared/research/peer-benchmark.md, measured
 # 2026-11-22 with flwr 1.41.0 on Ray 2.55.1 (simulation engine) on a 2-core machine, SecAgg+ at the
@@ -121,7 +122,7 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
     client process on a host of its own, the clients checking the server's certificate under its
     address."""
     from secure_fedgraph.crypto.pki import init_keys
-    from secure_fedgraph.runs.launch import id_ranges, start_clients, start_server
+    from secure_fedgraph.runs.launch import LaunchError, id_ranges, start_clients, start_server
 
     server = {} if hosts is None else {"host": hosts["server"].address, "prefix": hosts["server"].prefix}
     keys = work / f"keys-{n}"
@@ -132,16 +133,23 @@ def measure(backend: str, n: int, length: int, args: argparse.Namespace, work: P
     label = f"{backend}{'-kept' if keys_kept else ''}-{n}-{length}"
     out = work / f"run-{label}"
     started = time.monotonic()
-    run = start_server(work / label, "--plan", "fedavg-vector", "--clients", str(n),
-                       "--set", f"length={length}", "--set", f"seed={args.seed}", "--set", f"rounds={args.rounds}",
-                       "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend,
-                       "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
-                       *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []), *args.extra.split(),
-                       certs=keys, out=out, **server)
+    log = work / f"server-{label}.log"  # its round lines and progress: quoted by the benchmark's progress (progress.py)
+    work.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as server_log:
+        run = start_server(work / label, "--plan", "fedavg-vector", "--clients", str(n),
+                           "--set", f"length={length}", "--set", f"seed={args.seed}", "--set", f"rounds={args.rounds}",
+                           "--set", f"fresh_keys_every={args.rounds if keys_kept else 1}", "--backend", backend,
+                           "--clip-range", "1.0", "--graph", args.graph, "--step-timeout", "600", "--max-message-mb", "512",
+                           *(["--degree", str(2 * math.ceil(math.log2(n)))] if args.degree == "log" and backend == "mask" else []),
+                           *args.extra.split(), certs=keys, out=out, stdout=server_log, env={"PYTHONUNBUFFERED": "1"}, **server)
+    follow(log)
     try:
         start_clients(run, ranges, "--backend", backend, *args.extra.split(), *(() if hosts is None else ("--server-name", server["host"])),
                       **clients)
-        run.wait(timeout=3600)
+        try:
+            run.wait(timeout=3600)
+        except LaunchError as exc:
+            raise LaunchError(f"{exc}{log.read_text()[-3000:]}") from None
         for c in run.clients:
             c.wait(timeout=120)
     finally:
@@ -201,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                     if backend == "ckks" and n * length > args.ckks_max_work:
                         print(json.dumps({"record": "skip", "backend": backend, "n": n, "L": length, "why": f"n*L above --ckks-max-work={args.ckks_max_work:g}"}), flush=True)
                         continue
-                    print(f"# {backend} n={n} L={length:g} ...", file=sys.stderr, flush=True)
-                    row = measure(backend, n, length, args, Path(tmp))
+                    with running(f"{backend} n={n} L={length:g}"):
+                        row = measure(backend, n, length, args, Path(tmp))
                     rows[(n, length, backend)] = row
                     print(json.dumps(row), flush=True)
                     if backend == "mask" and not args.no_kept_keys:
-                        row = measure(backend, n, length, args, Path(tmp), keys_kept=True)
+                        with running(f"mask (keys kept) n={n} L={length:g}"):
+                            row = measure(backend, n, length, args, Path(tmp), keys_kept=True)
                         rows[(n, length, "mask-kept")] = row
                         print(json.dumps(row), flush=True)
     floors = {}  # (n, L, "mask" or "mask-kept") -> the floor of that run, over the plain round of the same run

@@ -46,6 +46,7 @@ from secure_fedgraph.runs.simulate import simulate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import floor_cell, floor_of_sums, ratio_to_floor, sum_sizes  # noqa: E402
+from progress import running  # noqa: E402
 
 ROUND_PHASES = ("set-up", "aggregation")
 
@@ -100,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         for backend in backends:
             for aggregation in ("uniform", "relevance"):
-                print(f"# {backend.value} {aggregation}, repeat {repeat + 1} of {args.repeats} ...", file=sys.stderr, flush=True)
-                row = one_run(args, backend, aggregation)
+                with running(f"{backend.value} {aggregation}, repeat {repeat + 1} of {args.repeats}"):
+                    row = one_run(args, backend, aggregation)
                 results.setdefault((backend.value, aggregation), []).append(row)
                 print(json.dumps({**row, "repeat": repeat}), flush=True)
     seconds = {key: statistics.median(r["seconds_per_round"] for r in rows) for key, rows in results.items()}

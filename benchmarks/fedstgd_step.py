@@ -53,11 +53,12 @@ from secure_fedgraph.crypto.pki import init_keys
 from secure_fedgraph.papers import is_resumable
 from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig, FedSTGDSums
 from secure_fedgraph.protocol.sum_backends import Backend, MaskConfig, SecureSumConfig
-from secure_fedgraph.runs.launch import start_clients, start_server
+from secure_fedgraph.runs.launch import LaunchError, start_clients, start_server
 from secure_fedgraph.runs.simulate import simulate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import floor_cell, floor_of_sums, ratio_to_floor, sum_sizes  # noqa: E402
+from progress import follow, running  # noqa: E402
 
 # name -> (secure-sum config in one process, server options over gRPC)
 VARIANTS = {
@@ -110,11 +111,17 @@ def over_grpc(config: FedSTGDConfig, variant: str, data_dir: str, threads: int) 
     with tempfile.TemporaryDirectory() as work:
         keys = init_keys(Path(work) / "keys", clients=config.clients).root
         options = [f"--set={k}={v}" for k, v in (("max_windows", config.max_windows), ("rounds", 1))]
-        run = start_server(Path(work), "--plan", "fedstgd", "--clients", str(config.clients), *server_options, *options,
-                           certs=keys, env={"OMP_NUM_THREADS": str(threads)})
+        log = Path(work) / "server.log"  # its round lines and progress, quoted by the benchmark's progress lines
+        with open(log, "w") as server_log:
+            follow(log)
+            run = start_server(Path(work), "--plan", "fedstgd", "--clients", str(config.clients), *server_options, *options,
+                               certs=keys, env={"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}, stdout=server_log)
         try:
             start_clients(run, [str(i) for i in range(config.clients)], "--data-dir", data_dir, "--backend", secure.backend.value)
-            run.wait(timeout=1800)
+            try:
+                run.wait(timeout=1800)
+            except LaunchError as exc:
+                raise LaunchError(f"{exc}{log.read_text()[-3000:]}") from None
             for c in run.clients:
                 c.wait(timeout=60)
         finally:
@@ -140,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = {v: [] for v in VARIANTS}
         for repeat in range(args.repeats):
             for variant in VARIANTS:
-                print(f"# {name} {variant}, repeat {repeat + 1} of {args.repeats} ...", file=sys.stderr, flush=True)
-                rows[variant].append(run(variant))
+                with running(f"{name} {variant}, repeat {repeat + 1} of {args.repeats}"):
+                    rows[variant].append(run(variant))
         plain = statistics.median(r["seconds"] for r in rows["plain"])
         floor = batch_floor(config, rows[FLOORED][0]["key_setup"], plain_s=plain, cores_used=cores_used[name], hosts=hosts[name])
         print(json.dumps({"record": "floor", "transport": name, "backend": FLOORED, **floor}), flush=True)

@@ -547,6 +547,8 @@ def int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from progress import running  # here: every benchmark imports this module for its floors, not its progress
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--n", type=int_list, default=[100], help="comma list of client counts (participants of the round)")
     p.add_argument("--L", type=int_list, default=[100_000], help="comma list of vector lengths (values per client)")
@@ -580,9 +582,10 @@ def main(argv: list[str] | None = None) -> int:
             threshold = args.threshold if args.threshold is not None else threshold
             ring_bits = args.ring_bits or ring_bits
             for fresh in {"fresh": (True,), "kept": (False,), "both": (True, False)}[args.keys]:
-                results.append(floor_seconds(n, L, degree, threshold, ring_bits, plain_s=args.plain_s, fresh_keys=fresh,
-                                             dropouts=args.dropouts, resumable=not args.not_resumable, cores_used=args.cores,
-                                             hosts=args.hosts))
+                with running(f"floor n={n} L={_length(L)} {'fresh keys' if fresh else 'keys kept'}"):
+                    results.append(floor_seconds(n, L, degree, threshold, ring_bits, plain_s=args.plain_s, fresh_keys=fresh,
+                                                 dropouts=args.dropouts, resumable=not args.not_resumable, cores_used=args.cores,
+                                                 hosts=args.hosts))
     machine = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(), "python": platform.python_version(),
                "cryptography": metadata.version("cryptography"), "measured_in_s": round(time.monotonic() - started, 1)}
     if args.json:

@@ -69,6 +69,7 @@ from importlib import metadata
 from pathlib import Path
 
 from floor import cpu_model, int_list
+from progress import running
 
 FLWR_VERSION = "1.41.0"  # what shared/research/peer-benchmark.md measured (on ray 2.55.1, which it pulls)
 INSTALL = (f'python3 -m venv ../flower-venv && ../flower-venv/bin/pip install "flwr[simulation]=={FLWR_VERSION}"'
@@ -296,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps({"record": "skip", "n": n, "L": length, "rule": cell["rule"], "k_asked": cell["k_asked"], "t": cell["t"],
                                       "why": "Flower needs 2 < num_shares, reconstruction_threshold < num_shares and <= the neighbourhood"}), flush=True)
                     continue
-                print(f"# flower {cell['mode']} n={n} L={length:g} k={cell['k_asked']} t={cell['t']} ...", file=sys.stderr, flush=True)
-                result = _run_cell(cell, verbose=args.verbose)
+                with running(f"flower {cell['mode']} n={n} L={length:g} k={cell['k_asked']} t={cell['t']}"):
+                    result = _run_cell(cell, verbose=args.verbose)
                 if isinstance(result, str):
                     print(json.dumps({"record": "error", "mode": cell["mode"], "n": n, "L": length, "k_asked": cell["k_asked"], "t": cell["t"],
                                       "why": result}), flush=True)

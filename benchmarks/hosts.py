@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fedavg_round import measure  # noqa: E402
+from progress import running  # noqa: E402
 from floor import int_list  # noqa: E402
 
 RATE_BITS_S = 100e6
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                 for n in args.n:
                     for length in args.L:
                         for backend in backends:
-                            print(f"# {link} {backend} n={n} L={length:g} ...", file=sys.stderr, flush=True)
-                            row = {**measure(backend, n, length, args, Path(tmp) / link, hosts=hosts), "link": link}
+                            with running(f"{link} {backend} n={n} L={length:g}"):
+                                row = {**measure(backend, n, length, args, Path(tmp) / link, hosts=hosts), "link": link}
                             row.pop("mask_plan", None)
                             rows[(n, length, backend, link)] = row
                             print(json.dumps(row), flush=True)

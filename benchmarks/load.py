@@ -55,6 +55,7 @@ from importlib import metadata
 from pathlib import Path
 
 from floor import cpu_model, floor_cell, floor_of_run, mask_plan_of_run, ratio_to_floor
+from progress import follow, running
 
 MiB = 2**20
 
@@ -160,9 +161,11 @@ def measure(backend: str, args: argparse.Namespace, keys: Path, work: Path) -> d
     load_before, busy_before = os.getloadavg(), _machine_busy_seconds()
     started = time.monotonic()
     with open(work / f"server-{label}.log", "w") as server_log:
+        follow(work / f"server-{label}.log")
         run = start_server(work / label, "--plan", "fedavg-vector", "--clients", str(args.n), "--set", f"length={args.length}",
                            "--set", f"rounds={args.rounds}", "--set", f"seed={args.seed}", "--backend", backend,
-                           *shlex.split(args.server_extra), *shlex.split(args.extra), certs=keys, out=out, stdout=server_log)
+                           *shlex.split(args.server_extra), *shlex.split(args.extra), certs=keys, out=out, stdout=server_log,
+                           env={"PYTHONUNBUFFERED": "1"})
     server = Watched("server", run.server)
     try:
         before = server.sample()  # listening, no client started yet
@@ -304,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         keys = init_keys(work / "keys", clients=args.n).root
         print(json.dumps({"record": "keys", "n": args.n, "seconds": time.monotonic() - began}), flush=True)
         for backend in [b for b in args.backends.split(",") if b]:
-            print(f"# {backend}: n={args.n}, L={args.length:g}, {args.rounds} rounds, {args.processes} client processes ...", file=sys.stderr, flush=True)
-            row = measure(backend, args, keys, work)
+            with running(f"{backend}: n={args.n}, L={args.length:g}, {args.rounds} rounds, {args.processes} client processes"):
+                row = measure(backend, args, keys, work)
             rows.append(row)
             print(json.dumps(row), flush=True)
     floor_by_backend = floors(rows)

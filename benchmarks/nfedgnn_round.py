@@ -51,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import floor_cell, floor_of_sums, ratio_to_floor  # noqa: E402
+from progress import follow, running  # noqa: E402
 from load import MiB, Sampler, Watched, _joined_in, _machine_busy_seconds, _meta, _wait_all  # noqa: E402  (the load benchmark's process watching)
 
 
@@ -118,7 +119,9 @@ def over_grpc(args: argparse.Namespace, keys: Path, work: Path, users: int) -> d
     out = work / "grpc"
     busy, started = _machine_busy_seconds(), time.monotonic()
     with open(work / "server.log", "w") as server_log:
-        run = start_server(work / "grpc-work", "--plan", "nfedgnn", *_plan_options(args), "--step-timeout", str(args.step_timeout), certs=keys, out=out, stdout=server_log)
+        follow(work / "server.log")
+        run = start_server(work / "grpc-work", "--plan", "nfedgnn", *_plan_options(args), "--step-timeout", str(args.step_timeout), certs=keys, out=out, stdout=server_log,
+                           env={"PYTHONUNBUFFERED": "1"})
     server = Watched("server", run.server)
     ranges = id_ranges(users, args.processes)
     try:
@@ -180,18 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nfedgnn-round-") as tmp:
         work = Path(tmp)
         for transport in [t for t in args.transports.split(",") if t]:
-            print(f"# {transport}: {users} users, {args.rounds} rounds ...", file=sys.stderr, flush=True)
-            if transport == "in-process":
-                row = in_process(args, work)
-            else:
-                began = time.monotonic()
-                from secure_fedgraph.clients.ids import parse_ids
-                from secure_fedgraph.runs.launch import id_ranges
+            with running(f"{transport}: {users} users, {args.rounds} rounds"):
+                if transport == "in-process":
+                    row = in_process(args, work)
+                else:
+                    began = time.monotonic()
+                    from secure_fedgraph.clients.ids import parse_ids
+                    from secure_fedgraph.runs.launch import id_ranges
 
-                hosts = {label: parse_ids(label) for label in id_ranges(users, args.processes)}
-                keys = init_keys(work / "keys", clients=users, hosts=hosts).root
-                print(json.dumps({"record": "keys", "n": users, "seconds": time.monotonic() - began}), flush=True)
-                row = over_grpc(args, keys, work, users)
+                    hosts = {label: parse_ids(label) for label in id_ranges(users, args.processes)}
+                    keys = init_keys(work / "keys", clients=users, hosts=hosts).root
+                    print(json.dumps({"record": "keys", "n": users, "seconds": time.monotonic() - began}), flush=True)
+                    row = over_grpc(args, keys, work, users)
             rows.append(row)
             print(json.dumps(row), flush=True)
             floors.append(round_floor(row))

@@ -118,10 +118,12 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 from floor import floor_cell, floor_of_sums, ratio_to_floor
+from progress import running
 
 BACKENDS = ("plain", "mask", "ckks")
 BASE_MEMORY_BYTES = 400 * 2**20  # interpreter + numpy + tenseal + cryptography, measured roughly
@@ -746,12 +748,12 @@ def main(argv: list[str] | None = None) -> int:
                     emit({"record": "skip", "backend": backend, "n": n, "L": L, "reason": reason})
                     continue
                 for repeat in range(args.repeats):
-                    note(args, f"# running {backend} n={n} L={_fmt_L(L)} repeat {repeat} ...")
                     job = {"args": job_args, "backend": backend, "n": n, "L": L, "repeat": repeat}
                     if args.profile:
                         job["profile_path"] = os.path.join(args.profile, f"{backend}_n{n}_L{L}_r{repeat}")
                     t = time.perf_counter()
-                    status, payload = run_job(job, args.in_process)
+                    with running(f"running {backend} n={n} L={_fmt_L(L)} repeat {repeat}") if not args.json_only else nullcontext():
+                        status, payload = run_job(job, args.in_process)
                     if status == "ok":
                         payload["measurement_seconds"] = time.perf_counter() - t  # incl. child start, inputs, floor
                         records.append(payload)

@@ -18,7 +18,8 @@ def _load_benchmark(name: str, *, as_name: str):
     return module
 
 
-_load_benchmark("floor", as_name="floor")  # the name the benchmarks import it by
+_load_benchmark("floor", as_name="floor")  # the names the benchmarks import them by
+_load_benchmark("progress", as_name="progress")
 fedavg_round = _load_benchmark("fedavg_round", as_name="fedavg_round_benchmark")
 flower_secagg = _load_benchmark("flower_secagg", as_name="flower_secagg_benchmark")  # imports no flwr until it runs
 

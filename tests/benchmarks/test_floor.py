@@ -39,7 +39,8 @@ def _load_benchmark(name: str, *, as_name: str):
     return module
 
 
-floor = _load_benchmark("floor", as_name="floor")  # the name the other benchmarks import it by
+floor = _load_benchmark("floor", as_name="floor")  # the names the other benchmarks import them by
+_load_benchmark("progress", as_name="progress")
 MB, Primitive, floor_seconds, round_counts = floor.MB, floor.Primitive, floor.floor_seconds, floor.round_counts
 P = Primitive
 L = sum(math.prod(shape) for shape in SHAPES.values())  # 27 values per client
