@@ -219,9 +219,9 @@ def connect(channel: grpc.Channel, clients: Sequence[int], *, version: str, wait
             waiting.announce()
             announced = True
         waited = time.monotonic() - began
-        if waited + pause >= (said + 1) * STILL_WAITING_S:  # said once the pause would pass the next mark
+        if waited + pause >= (said + 1) * STILL_WAITING_S:  # at the mark the pause would pass: 10 s, 20 s, ...
             said = int((waited + pause) // STILL_WAITING_S)
-            waiting.still(waited, why)
+            waiting.still(said * STILL_WAITING_S, why)
         time.sleep(pause)
         pause = min(2 * pause, 2.0)
 

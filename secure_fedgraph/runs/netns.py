@@ -139,3 +139,39 @@ def unavailable() -> str | None:
     finally:
         _delete(probe)
     return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m secure_fedgraph.runs.netns [--tag T] LABEL...``: make the hosts, print each one's
+    namespace and address, and keep them until interrupted or terminated (SIGINT, SIGTERM), then
+    remove them: hosts to try docs/deploy.md on one machine, each command behind ``ip netns exec``."""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m secure_fedgraph.runs.netns", description=main.__doc__.split(":", 1)[0])
+    parser.add_argument("labels", nargs="+", metavar="LABEL", help="host names, in address order from 10.77.0.1")
+    parser.add_argument("--tag", default="sfg", help="namespace prefix: namespaces TAG-LABEL and TAG-br (default sfg)")
+    args = parser.parse_args(argv)
+    reason = unavailable()
+    if reason is not None:
+        print(f"netns: {reason}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as an interrupt: out through the context manager, which removes them
+    try:
+        with network(args.labels, tag=args.tag) as net:
+            for host in net.hosts.values():
+                print(f"netns: {host.label} is namespace {host.namespace} at {host.address} (ip netns exec {host.namespace} ...)", flush=True)
+            print("netns: until interrupted", flush=True)
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    except NetworkError as exc:
+        print(f"netns: {exc}", file=sys.stderr)
+        return 1
+    print("netns: removed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

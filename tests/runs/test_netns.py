@@ -67,3 +67,22 @@ def test_a_failed_command_names_itself():
         with pytest.raises(netns.NetworkError, match=r"`ip -n sfgt\d+-br link set nosuchport down` failed"):
             net.hosts["ghost"] = netns.Host("ghost", "none", "10.77.0.9", "nosuchport")
             net.cut("ghost")
+
+
+def test_the_command_line_keeps_hosts_until_terminated_then_removes_them():
+    """``python -m secure_fedgraph.runs.netns``: what docs/deploy.md uses to try a deployment on one machine."""
+    import signal
+
+    tag = f"sfgc{os.getpid()}"
+    held = subprocess.Popen([sys.executable, "-m", "secure_fedgraph.runs.netns", "server", "h0", "--tag", tag], stdout=subprocess.PIPE, text=True)
+    try:
+        said = [held.stdout.readline().strip() for _ in range(3)]
+        assert said == [f"netns: server is namespace {tag}-server at 10.77.0.1 (ip netns exec {tag}-server ...)",
+                        f"netns: h0 is namespace {tag}-h0 at 10.77.0.2 (ip netns exec {tag}-h0 ...)", "netns: until interrupted"]
+        assert {f"{tag}-server", f"{tag}-h0", f"{tag}-br"} <= _namespaces()
+        held.send_signal(signal.SIGTERM)
+        assert held.wait(timeout=30) == 0 and held.stdout.read().strip() == "netns: removed"
+    finally:
+        if held.poll() is None:
+            held.kill()
+    assert not {f"{tag}-server", f"{tag}-h0", f"{tag}-br"} & _namespaces()
