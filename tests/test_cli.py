@@ -45,6 +45,7 @@ def test_console_script_runs_as_a_module():
         (["run", "nope", "--out", "{tmp}"], "unknown plan 'nope'"),
         (["run", "fedavg-gru", "--dp-sigma", "1", "--out", "{tmp}"], "plan fedavg-gru has no option 'dp_sigma'"),
         (["run", "cnfgnn", "--set", "variant=sl+magic", "--out", "{tmp}"], "variant must be one of"),
+        (["run", "fedavg-gru", "--set", "steps_in=1x", "--out", "{tmp}"], "--set 'steps_in=1x': '1x' is not a value"),
         (["run", "cnfgnn", "--target-epsilon", "1e-9", "--out", "{tmp}"], "epsilon 1e-09 at delta 1e-05 cannot be reached"),
         (["run", "cnfgnn", "--target-epsilon", "-1", "--out", "{tmp}"], "argument --target-epsilon: value must be a finite number > 0"),
         (["run", "fedavg-vector", "--target-epsilon", "1", "--out", "{tmp}"], "plan fedavg-vector has no DP noise to calibrate"),

@@ -21,7 +21,11 @@ def set_item(item: str, fields: Collection[str]) -> tuple[str, object]:
     key, sep, raw = item.partition("=")
     if not sep or key not in fields:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(fields))}")
-    return key, _set_value(raw)
+    try:
+        return key, _set_value(raw)
+    except ValueError:  # "1x": looks like a number, is not one
+        raise ConfigError(f"--set {item!r}: {raw!r} is not a value (a number, true, false, none, a JSON list or object, or text "
+                          "that does not begin like one)") from None
 
 
 def _set_value(raw: str) -> object:
