@@ -106,8 +106,9 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
       MaskClient._open_shares (first sum of an epoch): per envelope open_from (k opens) and
         _dealt_as_committed (2k SHA-256).
     Client, per sum:
-      MaskClient._on_input: self_mask_key (1 HKDF), add_into of the self-mask and of each of the k
-        live neighbours' masks ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment
+      MaskClient._on_input: self_mask_key (1 HKDF), pair_seed of each of the k live neighbours
+        (k HKDF), add_into of the self-mask and of each of the k live neighbours' masks
+        ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment
         (1 SHA-256); ClientRole._digest_of (1 digest, resumable runs: the gRPC runtime's).
       MaskClient._on_consistency: consistency_statement (1 SHA-256), identity.sign (1 sign).
       MaskClient._on_unmask: _vouch for itself (t verify), then for each dropped neighbour the
@@ -122,7 +123,7 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
       MaskServer._unmask: _self_key_verified (n - d SHA-256), _share_verified of each revealed
         mask-key share (d x s SHA-256, s = a dropped client's surviving neighbours); per dropped
         client _cancel_pairwise: shamir.combine (1), its public key from the rebuilt private key (1
-        key pair), pair_key and add_into with each surviving neighbour (s exchanges, s HKDF, s
+        key pair), pair_key, pair_seed and add_into with each surviving neighbour (s exchanges, 2s HKDF, s
         vectors of keystream); each survivor's self-mask removed (n - d vectors of keystream).
 
     Returns:
@@ -151,7 +152,7 @@ def _client_key_setup(n: int, k: int) -> Counter[Primitive]:
 
 
 def _client_input(k: int, vector_mb: float, resumable: bool) -> Counter[Primitive]:
-    return Counter({P.HKDF: 1, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1, P.DIGEST: int(resumable)})
+    return Counter({P.HKDF: 1 + k, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1, P.DIGEST: int(resumable)})
 
 
 def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: bool, *, open_shares: bool) -> Counter[Primitive]:
@@ -256,7 +257,7 @@ def _server_sum(n: int, k: int, d: int, vector_mb: float) -> Counter[Primitive]:
     survivors = n - d
     surviving_neighbours = k * survivors / (n - 1)  # of one dropped client
     return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors, P.SHAMIR_COMBINE: d,
-                    P.X25519_KEYGEN: d, P.X25519: d * surviving_neighbours, P.HKDF: d * surviving_neighbours,
+                    P.X25519_KEYGEN: d, P.X25519: d * surviving_neighbours, P.HKDF: 2 * d * surviving_neighbours,
                     P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
 
 

@@ -68,6 +68,20 @@ def pair_key(private_key, peer_public: bytes, *, purpose: Purpose, session: byte
     return derive_key(secret, label(purpose, session, round, epoch, lo, hi))
 
 
+def pair_seed(key: bytes, *, session: bytes, round: int, epoch: int, sum_index: int, a: int, b: int) -> bytes:
+    """The PRG key of the mask clients a and b add (with opposite signs) in one sum: HKDF of their
+    pair key (:func:`pair_key`, purpose PAIRWISE_MASK) over session, round, key epoch, sum index
+    and the ordered pair (symmetric in a, b).
+
+    Revealing it opens that pair's mask in that sum only: when a client that contributed to an
+    earlier sum of the epoch drops, its neighbours reveal their seeds with it for this sum
+    instead of shares of its mask key, which would open its pair masks in every sum of the
+    epoch (threat_model.md M-BOTH, M-DROPOUT).
+    """
+    lo, hi = min(a, b), max(a, b)
+    return derive_key(key, label(Purpose.PAIR_SEED, session, round, epoch, sum_index, lo, hi))
+
+
 def seal_for(
     key: bytes, payload: bytes, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, owner: int, holder: int, view: bytes = b""
 ) -> Sealed:

@@ -18,8 +18,10 @@ Per sum s (any number per epoch, each with its own PRG streams):
                   complain, with the envelope's key, about a signed envelope that does not hold
                   them: the server excludes the dealer or the complainer, whichever lied)
                   with distributed DP (SumSpec.noise): x clipped, Skellam noise added (noise.py)
-                  y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(K_uv, s)
-                  [+ if u < v, - if u > v], with a commitment to K_self,s.
+                  y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(k_uv,s)
+                  [+ if u < v, - if u > v], k_uv,s = HKDF(K_uv, s) the pair seed of this sum
+                  (keyring.pair_seed: revealing it opens this pair's mask in this sum only),
+                  with a commitment to K_self,s.
   4. CONSISTENCY  sign (view, live set, survivor set): the server cannot show clients
                   different sets, or different epochs; in a resumed run, a contribution an
                   earlier session signed into another set is refused (signed.py, R-RESUME).
@@ -67,6 +69,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     keys_hash,
     open_from,
     pair_key,
+    pair_seed,
     seal_for,
     seed_commitment,
     self_mask_commitment,
@@ -430,8 +433,10 @@ class MaskClient(ClientRole):
             key = self_mask_key(ep.seed, **self._labels(ep), sum_index=s)
             self._prg.add_into(y, key, stream_id=0, sign=1)
             committed = self_mask_commitment(key, **self._labels(ep), sum_index=s, client=self.client_id)
+        lab = self._labels(ep)
         for v in sorted(live & ep.graph.of(self.client_id)):
-            self._prg.add_into(y, ep.pairwise[v], stream_id=s, sign=1 if self.client_id < v else -1)
+            seed = pair_seed(ep.pairwise[v], **lab, sum_index=s, a=self.client_id, b=v)
+            self._prg.add_into(y, seed, stream_id=0, sign=1 if self.client_id < v else -1)
         self._prg.release()
         ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming, ep.digest = s, request.spec, expected, live, streaming, digest
         ep.survivors, ep.verified = None, False

@@ -51,6 +51,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     keys_hash,
     open_from,
     pair_key,
+    pair_seed,
     seed_commitment,
     self_mask_commitment,
     self_mask_key,
@@ -506,7 +507,8 @@ class MaskServer(ServerRole):
         if X25519PrivateKey.from_private_bytes(mask_key).public_key().public_bytes_raw() != self._keys[u].mask_public:
             self._exclude(u, "dealt mask-key shares that do not rebuild its advertised key")
             return False
+        lab = self._labels()
         for v in sorted(self._graph.of(u) & survivors):
-            k = pair_key(mask_key, self._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **self._labels(), a=u, b=v)
-            self._prg.add_into(acc, k, stream_id=index, sign=-1 if v < u else 1)
+            k = pair_key(mask_key, self._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=u, b=v)
+            self._prg.add_into(acc, pair_seed(k, **lab, sum_index=index, a=u, b=v), stream_id=0, sign=-1 if v < u else 1)
         return True

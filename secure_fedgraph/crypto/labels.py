@@ -40,6 +40,7 @@ class Purpose(enum.Enum):
     ENVELOPE = "envelope"  # signed: a dealer's statement of one share envelope and its commitments
     ENVELOPE_KEY = "envelope-key"  # hash: a dealer's commitment to the key of one share envelope
     CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
+    PAIR_SEED = "pair-seed"  # HKDF: PRG key of one client pair's mask in one sum, from their pair key
 
 
 def int_field(value: int) -> bytes:

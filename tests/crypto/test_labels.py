@@ -98,6 +98,7 @@ def test_purpose_strings_are_pinned() -> None:
         "ENVELOPE": "envelope",
         "ENVELOPE_KEY": "envelope-key",
         "CKKS_CONTRIBUTORS": "ckks-contributors",
+        "PAIR_SEED": "pair-seed",
     }
 
 

@@ -58,15 +58,20 @@ MASK = SecureSumConfig(backend=Backend.MASK)
 SHAPE = {"w": (16,)}
 
 
-def _strip(y: np.ndarray, *, encoding, self_key: bytes | None, pair_keys: dict[int, bytes], client: int, stream: int) -> np.ndarray:
+def _strip(y: np.ndarray, *, encoding, self_key: bytes | None, client: int, sum_index: int, labels: dict | None = None,
+           pair_keys: dict[int, bytes] | None = None, pair_seeds: dict[int, bytes] | None = None) -> np.ndarray:
     """One client's input from its masked upload, given every key that masks it (what the
-    attacker must collect): y - PRG(K_self) - sum over v of +-PRG(K_uv)."""
+    attacker must collect): y - PRG(K_self,s) - sum over v of +-PRG(k_uv,s), the pair seeds of
+    sum s either given or derived from the pair keys K_uv (keyring.pair_seed)."""
     acc = y.copy()
     prg = MaskPRG()
     if self_key is not None:
         prg.add_into(acc, self_key, stream_id=0, sign=-1)
-    for v, key in pair_keys.items():
-        prg.add_into(acc, key, stream_id=stream, sign=-1 if client < v else 1)
+    seeds = dict(pair_seeds or {})
+    for v, key in (pair_keys or {}).items():
+        seeds[v] = keyring.pair_seed(key, **labels, sum_index=sum_index, a=client, b=v)
+    for v, seed in seeds.items():
+        prg.add_into(acc, seed, stream_id=0, sign=-1 if client < v else 1)
     return encoding.decode_sum(np.ascontiguousarray(acc[:-1]))
 
 
@@ -165,7 +170,7 @@ def _the_same_session_id_twice(patch: pytest.MonkeyPatch) -> bool:
     pair_keys = {v: keyring.pair_key(rebuilt[v], server._keys[victim].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(),
                                      a=victim, b=v) for v in ghosts}
     guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(4, 16), self_key=seen[Stage.UNMASK].self_mask_key,
-                   pair_keys=pair_keys, client=victim, stream=0)
+                   pair_keys=pair_keys, client=victim, sum_index=0, labels=server._labels())
     return close(guess, inputs[victim]["w"])
 
 
@@ -404,7 +409,8 @@ def test_attack_two_survivor_sets_with_colluders(monkeypatch):
         lab = server._labels()
         pair_keys = {v: keyring.pair_key(mask_key, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=0, b=v)
                      for v in range(1, n)}
-        guess = _strip(seen["y"][0], encoding=encoding, self_key=answers[0].self_mask_key, pair_keys=pair_keys, client=0, stream=0)
+        guess = _strip(seen["y"][0], encoding=encoding, self_key=answers[0].self_mask_key, pair_keys=pair_keys, client=0, sum_index=0,
+                       labels=server._labels())
         return close(guess, inputs[0]["w"])
 
     def majority_rule(n, colluders, threat):
@@ -462,7 +468,7 @@ def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
         for client, dropped in ((u, b), (w, w_out)):
             prg.add_into(acc, seen["key"][client], stream_id=0, sign=-1)
             k = keyring.pair_key(server.rebuilt[dropped], server._keys[client].mask_public, purpose=Purpose.PAIRWISE_MASK, **lab, a=client, b=dropped)
-            prg.add_into(acc, k, stream_id=0, sign=-1 if client < dropped else 1)
+            prg.add_into(acc, keyring.pair_seed(k, **lab, sum_index=0, a=client, b=dropped), stream_id=0, sign=-1 if client < dropped else 1)
         guess = server.config.mask.encoding(n, 16).decode_sum(np.ascontiguousarray(acc[:-1]))
         return close(guess, inputs[u]["w"] + inputs[w]["w"])
 
@@ -534,7 +540,7 @@ def test_attack_a_colluder_grinding_its_keys_for_a_graph_of_colluders(monkeypatc
         pair_keys = {v: keyring.pair_key(mask_key, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
                      for v in neighbours}
         guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
-                       pair_keys=pair_keys, client=u, stream=0)
+                       pair_keys=pair_keys, client=u, sum_index=0, labels=server._labels())
         return close(guess, inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_graph_nonce", staticmethod(lambda: bytes(32)))
@@ -1375,7 +1381,7 @@ def _swapped_peer_keys_give_a_clients_input_away(patch: pytest.MonkeyPatch) -> b
     pair_keys = {v: keyring.pair_key(fake[v], server._keys[0].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=0, b=v)
                  for v in range(1, n)}
     guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
-                   pair_keys=pair_keys, client=0, stream=0)
+                   pair_keys=pair_keys, client=0, sum_index=0, labels=server._labels())
     return close(guess, inputs[0]["w"])
 
 
@@ -1439,7 +1445,7 @@ def test_attack_asking_for_the_mask_key_of_a_client_that_contributed(monkeypatch
         pair_keys = {v: keyring.pair_key(server.rebuilt[u], server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
                      for v in range(n) if v != u}
         guess = _strip(seen[Stage.INPUT].payload, encoding=server.config.mask.encoding(n, 16), self_key=seen[Stage.UNMASK].self_mask_key,
-                       pair_keys=pair_keys, client=u, stream=0)
+                       pair_keys=pair_keys, client=u, sum_index=0, labels=server._labels())
         return close(guess, inputs[u]["w"])
 
     defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_mask_key", lambda self, ep, owner: None)
@@ -1487,7 +1493,7 @@ def _skipped_unmask_gives_a_contributors_input_away() -> bool:
     pair_keys = {v: keyring.pair_key(mask_private, server._keys[v].mask_public, purpose=Purpose.PAIRWISE_MASK, **server._labels(), a=u, b=v)
                  for v in holders}
     guess = _strip(seen["inputs"][(0, u)], encoding=encoding, self_key=seen["shares"][0][u].self_mask_key, pair_keys=pair_keys, client=u,
-                   stream=0)
+                   sum_index=0, labels=server._labels())
     return close(guess, a[u]["w"])
 
 

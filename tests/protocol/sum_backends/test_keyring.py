@@ -22,6 +22,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     keys_hash,
     open_from,
     pair_key,
+    pair_seed,
     seal_for,
     seed_commitment,
     self_mask_commitment,
@@ -137,6 +138,7 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         "share commitment": (lambda **kw: share_commitment(b"share", **kw), {**pair, "kind": "seed"}, {"kind": "mask_key", "owner": 3, "holder": 3}),
         "seed commitment": (lambda **kw: seed_commitment(seed, **kw), {**LAB, "client": 1}, {"client": 2}),
         "self-mask key": (lambda **kw: self_mask_key(seed, **kw), {**LAB, "sum_index": 0}, {"sum_index": 1}),
+        "pair seed": (lambda **kw: pair_seed(key, **kw), {**LAB, "sum_index": 0, "a": 1, "b": 2}, {"sum_index": 1, "a": 3, "b": 3}),
         "self-mask commitment": (lambda **kw: self_mask_commitment(key, **kw), {**LAB, "sum_index": 0, "client": 1}, {"sum_index": 1, "client": 2}),
         "graph commitment": (lambda **kw: graph_commitment(b"n" * 32, b"k" * 32, **kw), {**LAB, "client": 1}, {"client": 2}),
     }
@@ -146,6 +148,8 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         assert _distinct([make(**base), *variants]), name
     assert _distinct([share_commitment(b"share", **pair, kind="seed"), share_commitment(b"other", **pair, kind="seed")])
     assert _distinct([seed_commitment(seed, **LAB, client=1), seed_commitment(bytes(32), **LAB, client=1)])  # it commits to the seed
+    assert pair_seed(key, **LAB, sum_index=0, a=1, b=2) == pair_seed(key, **LAB, sum_index=0, a=2, b=1)  # both ends derive it
+    assert _distinct([pair_seed(key, **LAB, sum_index=0, a=1, b=2), pair_seed(seed, **LAB, sum_index=0, a=1, b=2)])
     assert _distinct([graph_commitment(b"n" * 32, b"k" * 32, **LAB, client=1), graph_commitment(b"o" * 32, b"k" * 32, **LAB, client=1),
                       graph_commitment(b"n" * 32, b"j" * 32, **LAB, client=1)])
 
