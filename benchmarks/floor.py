@@ -88,9 +88,10 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
     is complete when ``degree >= n - 1`` (neighbours.py: NeighbourGraph.build). Counts are exact
     without dropouts and with the complete graph; with dropouts on the sparse graph they are
     expectations (a dropped client's neighbours are uniform; the unmask verifications simulated). Keys kept with dropouts: the dropped clients contributed to earlier
-    sums, so the server re-keys (MaskServer._rekey_reason, "dropped after contributing"):
-    a wasted input, then a fresh round among n - dropouts at the same degree and threshold (the
-    real re-key resolves them for n - dropouts, close by).
+    sums, so their mask keys stay secret: each surviving neighbour reveals its pair seed of this
+    sum with them (MaskClient._on_pair_seeds, step 4b) and the server removes those masks, with
+    no re-key and no Shamir recovery. Merkle inner nodes (crypto/merkle.py: k - 1 unlabelled
+    SHA-256 per client and sum, about log2 k per seed the server checks) are left out.
 
     Client, key set-up (mask_client.py), k = degree neighbours:
       MaskClient._on_advertise: RoundKeys.generate (2 key pairs); seed_commitment (1 SHA-256);
@@ -108,18 +109,25 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
     Client, per sum:
       MaskClient._on_input: self_mask_key (1 HKDF), pair_seed of each of the k live neighbours
         (k HKDF), add_into of the self-mask and of each of the k live neighbours' masks
-        ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment
-        (1 SHA-256); ClientRole._digest_of (1 digest, resumable runs: the gRPC runtime's).
+        ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment and the leaves of the
+        commitment to the k pair seeds (1 + k SHA-256); ClientRole._digest_of (1 digest, resumable
+        runs: the gRPC runtime's).
       MaskClient._on_consistency: consistency_statement (1 SHA-256), identity.sign (1 sign).
+      MaskClient._on_pair_seeds (kept keys with dropouts, a client with a dropped neighbour: all on
+        the complete graph, the expected share on the sparse one): its k pair seeds and their leaves
+        again (k HKDF, k SHA-256), _vouch for each dropped neighbour (the verifications below).
       MaskClient._on_unmask: _vouch for itself (t verify), then for each dropped neighbour the
         signers of its group it still needs (complete graph: none; sparse: simulated,
-        :func:`_unmask_verifications`); self_mask_key again (1 HKDF).
+        :func:`_unmask_verifications`; with kept keys the dropped neighbours' groups come first);
+        self_mask_key again (1 HKDF).
     Server (mask_server.py):
       MaskServer._key_setup, accept_advert: verify_keys (n verify); _check_fresh_keys (2n
         exchanges with the low-order probe). Sparse, accept_nonce: keys_hash and graph_commitment
         (2n SHA-256); then keys_hash of all n again and view_digest (n + 1 SHA-256; complete: the
         same n + 1 only); NeighbourGraph.build (8n bytes of keystream, sparse).
       MaskServer.aggregate: consistency_statement (1 SHA-256), accept_signature (n - d verify).
+      MaskServer._pair_seeds (kept keys with dropouts, in place of the recovery below): each seed's
+        leaf (1 SHA-256 per surviving neighbour of a dropped client) and one vector of keystream.
       MaskServer._unmask: _self_key_verified (n - d SHA-256), _share_verified of each revealed
         mask-key share (d x s SHA-256, s = a dropped client's surviving neighbours); per dropped
         client _cancel_pairwise: shamir.combine (1), its public key from the rebuilt private key (1
@@ -134,11 +142,9 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
         raise ValueError(f"dropouts must be in [0, n - 2] = [0, {n - 2}], got {dropouts}")
     k, t, d = min(degree, n - 1), threshold, dropouts
     vector_mb = (L + 1) * (ring_bits // 8) / MB  # a ring vector: L values and the clipped-count lane
-    if not fresh_keys and d:  # the kept epoch cannot recover a client that contributed before: re-key
-        client, server = round_counts(n - d, L, degree, t, ring_bits, fresh_keys=True, resumable=resumable)
-        return _client_input(k, vector_mb, resumable) + client, server
-    client = _client_sum(n, k, t, d, vector_mb, resumable, open_shares=fresh_keys)
-    server = _server_sum(n, k, d, vector_mb)
+    pair_seeds = not fresh_keys and d > 0  # the dropped contributed to the kept epoch's earlier sums
+    client = _client_sum(n, k, t, d, vector_mb, resumable, open_shares=fresh_keys, pair_seeds=pair_seeds)
+    server = _server_sum(n, k, d, vector_mb, pair_seeds=pair_seeds)
     if fresh_keys:
         client, server = _client_key_setup(n, k) + client, _server_key_setup(n, k) + server
     return client, server
@@ -152,22 +158,28 @@ def _client_key_setup(n: int, k: int) -> Counter[Primitive]:
 
 
 def _client_input(k: int, vector_mb: float, resumable: bool) -> Counter[Primitive]:
-    return Counter({P.HKDF: 1 + k, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1, P.DIGEST: int(resumable)})
+    return Counter({P.HKDF: 1 + k, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1 + k, P.DIGEST: int(resumable)})
 
 
-def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: bool, *, open_shares: bool) -> Counter[Primitive]:
+def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: bool, *, open_shares: bool,
+                pair_seeds: bool = False) -> Counter[Primitive]:
     counts = _client_input(k, vector_mb, resumable)
     if open_shares:
         counts.update({P.AES_GCM_OPEN: k, P.SHA256: 2 * k})
-    counts.update({P.SHA256: 1, P.ED25519_SIGN: 1, P.ED25519_VERIFY: _unmask_verifications(n, k, t, d), P.HKDF: 1})
+    counts.update({P.SHA256: 1, P.ED25519_SIGN: 1, P.ED25519_VERIFY: _unmask_verifications(n, k, t, d, dropped_first=pair_seeds),
+                   P.HKDF: 1})
+    if pair_seeds:  # asked at 4b when one of its k neighbours dropped: certain on the complete graph
+        asked = 1.0 if k >= n - 1 else 1 - math.comb(n - 1 - k, d) / math.comb(n - 1, d)
+        counts.update({P.HKDF: k * asked, P.SHA256: k * asked})
     return counts
 
 
 @functools.lru_cache(maxsize=256)
-def _unmask_verifications(n: int, k: int, t: int, d: int, *, trials: int = 100) -> float:
+def _unmask_verifications(n: int, k: int, t: int, d: int, *, dropped_first: bool = False, trials: int = 100) -> float:
     """Signatures a survivor checks at unmask (MaskClient._on_unmask, _vouch): t of its own group,
     then for each dropped neighbour, in id order, signers of that one's group, in id order, until t
-    of it are verified. Exactly t on the complete graph or without dropouts; on the sparse graph
+    of it are verified (``dropped_first``: the dropped neighbours' groups first, at 4b, then its
+    own). Exactly t on the complete graph or without dropouts; on the sparse graph
     (a ring, each group the k + 1 clients around one) with d dropped, the mean over ``trials``
     seeded draws of the ring order and the dropped clients (benchmarks are not tests: no global RNG)."""
     if d == 0 or k >= n - 1:
@@ -180,7 +192,8 @@ def _unmask_verifications(n: int, k: int, t: int, d: int, *, trials: int = 100) 
         dropped = set(rng.choice(np.arange(1, n), size=d, replace=False).tolist())  # this client sits at 0
         group = lambda c: {(c + j) % n for j in range(-half, half + 1)}  # noqa: E731
         vouched: set[int] = set()
-        for c in [0, *sorted(group(0) & dropped, key=ids.__getitem__)]:
+        neighbours = sorted(group(0) & dropped, key=ids.__getitem__)
+        for c in [*neighbours, 0] if dropped_first else [0, *neighbours]:
             members = group(c)
             need = t - len(vouched & members)
             if need > 0:
@@ -207,8 +220,6 @@ def host_verifications(n: int, k: int, t: int, d: int = 0, *, hosts: int, fresh_
     """
     if hosts == 0:
         return 0.0
-    if not fresh_keys and d:  # the kept epoch re-keys among the others (round_counts)
-        return host_verifications(n - d, k, t, hosts=hosts, fresh_keys=True, trials=trials)
     hosts = min(hosts, n)
     bounds = [round(i * n / hosts) for i in range(hosts + 1)]
     if k >= n - 1:  # t signers for a host with a survivor (exactly, with ``dropped``; else the chance it has one)
@@ -237,7 +248,8 @@ def host_verifications(n: int, k: int, t: int, d: int = 0, *, hosts: int, fresh_
             if c in gone:
                 continue
             vouched: set[int] = set()
-            for v in [c, *sorted(set(group) & gone)]:
+            neighbours = sorted(set(group) & gone)
+            for v in [*neighbours, c] if not fresh_keys else [c, *neighbours]:  # kept keys: the dropped first (4b, pair seeds)
                 members = set(closed(v))
                 need = t - len(vouched & members)
                 if need > 0:
@@ -253,9 +265,12 @@ def _server_key_setup(n: int, k: int) -> Counter[Primitive]:
                     P.KEYSTREAM: 8 * n / MB if sparse else 0})
 
 
-def _server_sum(n: int, k: int, d: int, vector_mb: float) -> Counter[Primitive]:
+def _server_sum(n: int, k: int, d: int, vector_mb: float, *, pair_seeds: bool = False) -> Counter[Primitive]:
     survivors = n - d
     surviving_neighbours = k * survivors / (n - 1)  # of one dropped client
+    if pair_seeds:  # each surviving neighbour's seed checked against its commitment and its mask removed
+        return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors,
+                        P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
     return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors, P.SHAMIR_COMBINE: d,
                     P.X25519_KEYGEN: d, P.X25519: d * surviving_neighbours, P.HKDF: 2 * d * surviving_neighbours,
                     P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})

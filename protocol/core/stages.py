@@ -18,6 +18,7 @@ class Stage(enum.Enum):
     KEY_INSTALL = "key_install"  # ckks: peers open and install the secret context
     INPUT = "input"  # clients upload their (masked / encrypted / plain) input
     CONSISTENCY = "consistency"  # mask: survivors sign the survivor set
+    PAIR_SEEDS = "pair_seeds"  # mask: survivors reveal this sum's pair seeds with neighbours that dropped after contributing earlier
     UNMASK = "unmask"  # mask: survivors reveal self-mask keys and dropped peers' key shares
     RECOVER = "recover"  # mask: survivors give self-mask seed shares of silent survivors
     DELIVER = "deliver"  # the aggregate (plain / ring sum / ciphertexts) goes to clients
@@ -41,6 +42,7 @@ SECURE_SUM_STAGES = frozenset(
         Stage.KEY_INSTALL,
         Stage.INPUT,
         Stage.CONSISTENCY,
+        Stage.PAIR_SEEDS,
         Stage.UNMASK,
         Stage.RECOVER,
         Stage.DELIVER,

@@ -82,6 +82,17 @@ def pair_seed(key: bytes, *, session: bytes, round: int, epoch: int, sum_index: 
     return derive_key(key, label(Purpose.PAIR_SEED, session, round, epoch, sum_index, lo, hi))
 
 
+def pair_seed_leaves(seeds: Mapping[int, bytes], *, session: bytes, round: int, epoch: int, sum_index: int, owner: int) -> list[bytes]:
+    """The leaves of ``owner``'s commitment to its pair seeds of one sum (``seeds``: peer ->
+    seed), in peer order: SHA-256 of a label naming the sum, the owner and the peer, and the seed.
+    The root (crypto/merkle.py) goes with the masked input; a seed revealed later opens at its
+    peer's position, so a client revealing another seed than it masked with is caught
+    (threat_model.md M-LIAR). Seeds are uniform 256-bit secrets: the siblings in an opening say
+    nothing of the seeds they hash."""
+    common = label(Purpose.PAIR_SEED_COMMITMENT, session, round, epoch, sum_index, owner)
+    return [_sha256(common, int_field(peer), seeds[peer]) for peer in sorted(seeds)]
+
+
 def seal_for(
     key: bytes, payload: bytes, *, aad_purpose: Purpose, session: bytes, round: int, epoch: int, owner: int, holder: int, view: bytes = b""
 ) -> Sealed:

@@ -21,13 +21,19 @@ Per sum s (any number per epoch, each with its own PRG streams):
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(k_uv,s)
                   [+ if u < v, - if u > v], k_uv,s = HKDF(K_uv, s) the pair seed of this sum
                   (keyring.pair_seed: revealing it opens this pair's mask in this sum only),
-                  with a commitment to K_self,s.
+                  with a commitment to K_self,s and a Merkle root over the k_uv,s (keyring.
+                  pair_seed_leaves, crypto/merkle.py).
   4. CONSISTENCY  sign (view, live set, survivor set): the server cannot show clients
                   different sets, or different epochs; in a resumed run, a contribution an
                   earlier session signed into another set is refused (signed.py, R-RESUME).
-  5. UNMASK       reveal K_self,s (our own, for this sum only) and our shares of dropped
-                  neighbours' mask keys, each only after checking t valid signatures on the same
-                  sets from the client concerned and its neighbours (see _vouch).
+                  Live neighbours the set leaves out: never their seed shares in this epoch.
+  4b. PAIR_SEEDS  (only if a neighbour v that contributed earlier in the epoch is missing)
+                  reveal k_uv,s and its Merkle opening, after t valid signatures from v's
+                  group (see _vouch); v's mask key, which opens every sum, stays secret.
+  5. UNMASK       reveal K_self,s (our own, for this sum only) and our shares of the mask keys
+                  of dropped neighbours that contributed to no earlier sum of the epoch, each
+                  only after checking t valid signatures on the same sets from the client
+                  concerned and its neighbours (see _vouch).
   6. RECOVER      for survivors that went silent after INPUT (or revealed a key that fails its
                   commitment): reveal our shares of their b, after the same check.
   7. DELIVER      decode the ring sum; refuse it if its clipped-count lane is impossible.
@@ -38,9 +44,12 @@ client's input arrives; a dropout abandons the sum. Every live client of one is 
 having contributed (its mask key must stay secret for the rest of the epoch).
 
 The rules that keep every input hidden (threat_model.md M-BOTH, M-ONCE): for each peer we
-reveal either its seed share or its mask-key share, never both; we reveal a mask-key share only
-for a peer that was in no survivor set we signed in this epoch and sent no streaming input in it
-(the server re-keys instead); a contribution that may have been unmasked is never masked again (roles.py).
+reveal its seed share, or its mask-key share, or our pair seeds with it, never two of them; we
+reveal a mask-key share only for a peer that was in no survivor set we signed in this epoch and
+sent no streaming input in it (for one that did, the pair seed of the sum it dropped from); we
+never reveal a seed share of a neighbour a survivor set we signed left out while live, and never
+list live again a peer whose seed or mask-key share we revealed; a contribution that may have
+been unmasked is never masked again (roles.py).
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from typing import Any
 import numpy as np
 from cryptography.exceptions import InvalidSignature
 
-from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto import merkle, shamir
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.crypto.keys import RoundKeys, verify_signature
 from secure_fedgraph.crypto.labels import Purpose
@@ -70,6 +79,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     open_from,
     pair_key,
     pair_seed,
+    pair_seed_leaves,
     seal_for,
     seed_commitment,
     self_mask_commitment,
@@ -92,6 +102,9 @@ from secure_fedgraph.protocol.sum_backends.messages import (
     GraphResponse,
     InputRequest,
     InputResponse,
+    PairSeed,
+    PairSeedsRequest,
+    PairSeedsResponse,
     RecoverRequest,
     RecoverResponse,
     Share,
@@ -140,6 +153,8 @@ class _Epoch:
     exposed: frozenset[int] = frozenset()  # interned, as live and survivors are: one object per host process
     gave_seed_share: set[int] = field(default_factory=set)
     gave_key_share: set[int] = field(default_factory=set)
+    left_out: set[int] = field(default_factory=set)  # live neighbours a survivor set we signed left out: never their seed shares
+    seeded: frozenset[int] = frozenset()  # dropped neighbours whose pair seeds of the current sum we revealed
     own_keys: SignedKeys | None = None  # what this client advertised (its hash enters the view digest)
     key_hashes: dict[int, bytes] = field(default_factory=dict)  # sparse graph: each neighbour's committed keys_hash
     sum_index: int = -1
@@ -157,7 +172,7 @@ class _Epoch:
 class MaskClient(ClientRole):
     backend = Backend.MASK
     round_entry = frozenset({Stage.ADVERTISE})
-    continuing = frozenset({Stage.CONSISTENCY, Stage.UNMASK, Stage.RECOVER, Stage.DELIVER})
+    continuing = frozenset({Stage.CONSISTENCY, Stage.PAIR_SEEDS, Stage.UNMASK, Stage.RECOVER, Stage.DELIVER})
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -186,6 +201,7 @@ class MaskClient(ClientRole):
             Stage.SHARE_KEYS: self._on_share_keys,
             Stage.INPUT: self._on_input,
             Stage.CONSISTENCY: self._on_consistency,
+            Stage.PAIR_SEEDS: self._on_pair_seeds,
             Stage.UNMASK: self._on_unmask,
             Stage.RECOVER: self._on_recover,
             Stage.DELIVER: self._on_deliver,
@@ -398,15 +414,21 @@ class MaskClient(ClientRole):
             raise self._fail("live set must be sorted, unique, within the members and include this client")
         if ep.live is not None and not members <= ep.live:
             raise self._fail(f"live set re-admits clients {sorted(members - ep.live)[:8]} that had dropped")
-        revealed = members & (ep.gave_seed_share | ep.gave_key_share)
-        if revealed:
-            raise self._fail(f"live set lists clients {sorted(revealed)[:8]} whose recovery secrets were revealed")
+        self._none_revealed(ep, members)
         unkeyed = (members & ep.graph.of(self.client_id)) - set(ep.peers)
         if unkeyed:
             raise self._fail(f"live set lists neighbours {sorted(unkeyed)[:8]} whose signed keys never arrived")
         if len(members) < ep.plan.min_survivors:
             raise self._fail(f"live set of {len(members)} is below min_survivors={ep.plan.min_survivors}")
         return members
+
+    def _none_revealed(self, ep: _Epoch, members: frozenset[int]) -> None:
+        """Refuse a live set that lists a client whose seed or mask-key share this client revealed
+        in this epoch: it never masks with it again, so it never holds (and never reveals) a pair
+        seed with a client whose seed the server may hold (threat_model.md M-BOTH)."""
+        revealed = members & (ep.gave_seed_share | ep.gave_key_share)
+        if revealed:
+            raise self._fail(f"live set lists clients {sorted(revealed)[:8]} whose recovery secrets were revealed")
 
     def _on_input(self, request: InputRequest) -> InputResponse:
         ep = self._current(request)
@@ -428,22 +450,29 @@ class MaskClient(ClientRole):
             self._bind(request.spec.name, digest, live)
         y = np.empty(request.spec.size + 1, dtype=ring_dtype(expected.ring_bits))
         _, y[-1] = expected.encode(x, out=y[:-1])
-        committed = b""
-        if not streaming:
-            key = self_mask_key(ep.seed, **self._labels(ep), sum_index=s)
-            self._prg.add_into(y, key, stream_id=0, sign=1)
-            committed = self_mask_commitment(key, **self._labels(ep), sum_index=s, client=self.client_id)
         lab = self._labels(ep)
-        for v in sorted(live & ep.graph.of(self.client_id)):
-            seed = pair_seed(ep.pairwise[v], **lab, sum_index=s, a=self.client_id, b=v)
+        committed = root = b""
+        if not streaming:
+            key = self_mask_key(ep.seed, **lab, sum_index=s)
+            self._prg.add_into(y, key, stream_id=0, sign=1)
+            committed = self_mask_commitment(key, **lab, sum_index=s, client=self.client_id)
+        seeds = self._pair_seeds(ep, live, s)
+        for v, seed in seeds.items():
             self._prg.add_into(y, seed, stream_id=0, sign=1 if self.client_id < v else -1)
         self._prg.release()
+        if not streaming and seeds:  # committed before anyone is said to have dropped (threat_model.md M-LIAR)
+            root = merkle.root(pair_seed_leaves(seeds, **lab, sum_index=s, owner=self.client_id))
         ep.sum_index, ep.spec, ep.encoding, ep.live, ep.streaming, ep.digest = s, request.spec, expected, live, streaming, digest
-        ep.survivors, ep.verified = None, False
+        ep.survivors, ep.verified, ep.seeded = None, False, frozenset()
         if streaming:  # inputs under pairwise masks only: exposed now, and no live client's mask key may ever be revealed
             ep.exposed = interned(ep.exposed | live)
             self._expose(request.spec)
-        return InputResponse(self._header(request), y, (), committed, complaints)
+        return InputResponse(self._header(request), y, (), committed, complaints, root)
+
+    def _pair_seeds(self, ep: _Epoch, live: frozenset[int], s: int) -> dict[int, bytes]:
+        """This sum's pair seeds with the live neighbours, in id order (keyring.pair_seed)."""
+        lab = self._labels(ep)
+        return {v: pair_seed(ep.pairwise[v], **lab, sum_index=s, a=self.client_id, b=v) for v in sorted(live & ep.graph.of(self.client_id))}
 
     # --- 4. consistency --------------------------------------------------------------------
     def _on_consistency(self, request: ConsistencyRequest) -> ConsistencyResponse:
@@ -457,6 +486,7 @@ class MaskClient(ClientRole):
             raise self._fail(f"survivor set of {len(survivors)} excludes this client or is below min_survivors")
         self._bind(ep.spec.name, ep.digest, survivors)  # before signing: nothing about it is revealed without that signature
         self._signing_exposes(ep, survivors)
+        self._signing_leaves_out(ep, survivors)
         ep.survivors = survivors
         ep.statement = consistency_statement(**self._labels(ep), view=ep.view, sum_index=ep.sum_index, live=tuple(ep.live),
                                              survivors=request.survivors)
@@ -471,7 +501,18 @@ class MaskClient(ClientRole):
         revealed in this epoch (threat_model.md M-BOTH)."""
         ep.exposed = interned(ep.exposed | survivors)
 
-    # --- 5. unmask -------------------------------------------------------------------------
+    def _signing_leaves_out(self, ep: _Epoch, survivors: frozenset[int]) -> None:
+        """Once this client signs a survivor set that leaves out a live neighbour v, the server
+        may gather t such signatures and have v's other neighbours reveal their pair seeds of this
+        sum with v (and this client its own, if asked): from here on this client never reveals a
+        share of v's seed in this epoch (threat_model.md M-BOTH). Whether or not it is asked for
+        its own pair seed: a server that held v's seed would have v's self-mask for this sum, and
+        so v's input wherever it holds the pair seeds v masked it with (which may be few: the
+        server chose the live set v was shown). t signers each refusing leaves fewer than t
+        holders, since 2t exceeds v's group plus the colluders."""
+        ep.left_out |= (ep.live - survivors) & ep.graph.of(self.client_id)
+
+    # --- 5. unmask (and 4b) ------------------------------------------------------------------
     def _offer(self, ep: _Epoch, signatures) -> None:
         """Collect consistency signatures offered by the server (verified lazily by _vouch)."""
         for sig in signatures:
@@ -514,6 +555,35 @@ class MaskClient(ClientRole):
             raise self._fail(f"{missing} of client {client}'s neighbours are missing from the survivors, more than "
                              f"{ep.plan.max_dropped}: refusing to reveal anything about it (it could be isolated)")
 
+    # --- 4b. pair seeds (only when a neighbour dropped after contributing earlier) -----------------
+    def _on_pair_seeds(self, request: PairSeedsRequest) -> PairSeedsResponse:
+        """Reveal this sum's pair seed with each live neighbour that is missing from the survivors
+        and contributed to an earlier sum of the epoch (its self-mask for that sum is known, so its
+        mask key, which opens every sum's pair masks, must stay secret; threat_model.md M-BOTH),
+        each with its opening against the commitment sent with our input (only after the
+        consistency step of this sum: TRANSITIONS). Nothing of our own contribution is spent here:
+        a server that finds a seed missing or false may still re-key and ask for the sum again
+        (M-ONCE)."""
+        ep = self._current(request)
+        self._offer(ep, request.signatures)
+        dropped = sorted((ep.live - ep.survivors) & ep.graph.of(self.client_id) & ep.exposed)
+        for v in dropped:
+            self._may_reveal_pair_seed(ep, v)
+        seeds = self._pair_seeds(ep, ep.live, ep.sum_index)
+        tree = merkle.levels(pair_seed_leaves(seeds, **self._labels(ep), sum_index=ep.sum_index, owner=self.client_id)) if dropped else []
+        order = list(seeds)  # id order: a seed's position in the tree
+        ep.seeded = frozenset(dropped)
+        return PairSeedsResponse(self._header(request), tuple(PairSeed(v, seeds[v], merkle.opening(tree, order.index(v))) for v in dropped))
+
+    def _may_reveal_pair_seed(self, ep: _Epoch, v: int) -> None:
+        """t valid signatures on our statement (v left out) from v's group (_vouch) before our
+        pair seed with v leaves. Without them a server could have a few neighbours of v reveal
+        theirs, having shown v a live set of those few and colluders, and then rebuild v's seed
+        in a later sum from the shares of the many that never signed v out (_signing_leaves_out
+        bars only signers): v's input of this sum. With them, t signers bar v's seed for good."""
+        self._vouch(ep, v)
+
+    # --- 5. unmask -------------------------------------------------------------------------
     def _on_unmask(self, request: UnmaskRequest) -> UnmaskResponse:
         ep = self._current(request)
         if ep.survivors is None:
@@ -523,7 +593,7 @@ class MaskClient(ClientRole):
         self._not_isolated(ep, self.client_id)
         ep.verified = True
         shares = []
-        for owner in sorted((ep.live - ep.survivors) & set(ep.held)):
+        for owner in sorted(((ep.live - ep.survivors) & set(ep.held)) - ep.seeded):  # the seeded: their pair seeds went at 4b
             self._vouch(ep, owner)
             self._may_reveal_mask_key(ep, owner)
             ep.gave_key_share.add(owner)
@@ -558,6 +628,9 @@ class MaskClient(ClientRole):
             self._not_isolated(ep, owner)
             if owner in ep.gave_key_share:
                 raise self._fail(f"refusing to reveal client {owner}'s seed share after its mask-key share")
+            if owner in ep.left_out:
+                raise self._fail(f"refusing to reveal client {owner}'s seed share: a survivor set this client signed in this key "
+                                 "epoch left it out while live, so pair seeds with it may have been revealed")
             ep.gave_seed_share.add(owner)
             shares.append(Share(owner, ep.held[owner][0]))
         return RecoverResponse(self._header(request), tuple(shares))

@@ -7,7 +7,10 @@ running ring vector, never an individual input), and removes masks:
   commitment sent with the input (a survivor that went silent after INPUT, or revealed a key
   that fails its commitment, has its seed rebuilt from t seed shares instead);
 * pairwise masks between survivors and clients that dropped before INPUT, from the dropped
-  client's mask key rebuilt from t mask-key shares.
+  client's mask key rebuilt from t mask-key shares or, for a dropped client that contributed to
+  an earlier sum of the key epoch (its self-mask for it is known, so its mask key must stay
+  secret), from its surviving neighbours' pair seeds of this sum (step 4b, ``_pair_seeds``), each
+  checked against the Merkle root its revealer sent with its input.
 
 Every revealed share is checked against its dealer's commitment: a holder that reveals a
 wrong share is excluded from the run and named (``excluded``), and its share is not used; a
@@ -15,10 +18,11 @@ dealer whose verified shares rebuild a secret other than the one it committed to
 and named too.
 
 Before anything is revealed for a sum, the server re-keys the survivors and asks for the same
-sum again (under fresh keys) whenever the sum could not be finished: a dropped client had
-contributed to an earlier sum of the epoch (its self-mask is known, so its mask key must stay
-secret), too few holders of a dropped client's shares survive, too few survivors could vouch
-for each other, or (sparse graph) some survivor lost more than max_dropped neighbours. After
+sum again (under fresh keys) whenever the sum could not be finished: too few holders of a
+dropped client's shares (or, for one that contributed earlier, of its neighbours to vouch for
+its drop) survive, too few survivors could vouch for each other, (sparse graph) some survivor
+lost more than max_dropped neighbours, or a surviving neighbour's pair seed with a dropped
+contributor did not come or failed its commitment (4b comes before any self-mask key). After
 the reveals the contributions are spent: if the sum still cannot be finished, or its unmasked
 clipped-count lane is impossible, it is abandoned (``SumAbandoned``), never redone.
 
@@ -26,19 +30,21 @@ Streaming sums (see mask_client.py) stop after step 3: with every live client's 
 pairwise masks cancel and the running sum is the encoded sum. With one missing the sum is
 abandoned.
 
-``revealed`` records which recovery secret the server obtained for each client; the
-invariant (tested, and audited from transcripts) is that no client appears with both.
+``revealed`` records which recovery secret the server obtained for each client ("seed",
+"mask_key", or "pair_seed": its neighbours' pair seeds with it of one sum); the invariant
+(tested, and audited from transcripts) is that no client appears with two.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 import numpy as np
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto import merkle, shamir
 from secure_fedgraph.crypto.keys import verify_signature
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG, ring_dtype
@@ -52,6 +58,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     open_from,
     pair_key,
     pair_seed,
+    pair_seed_leaves,
     seed_commitment,
     self_mask_commitment,
     self_mask_key,
@@ -73,6 +80,8 @@ from secure_fedgraph.protocol.sum_backends.messages import (
     GraphResponse,
     InputRequest,
     InputResponse,
+    PairSeedsRequest,
+    PairSeedsResponse,
     RecoverRequest,
     RecoverResponse,
     Sealed,
@@ -98,7 +107,7 @@ class MaskServer(ServerRole):
         self._prg = MaskPRG()
         self._public_keys: set[bytes] = set()  # every round key advertised in this session (none may come again)
         self._probe = X25519PrivateKey.generate()  # agreement with it fails for a low-order key
-        self.revealed: dict[tuple[int, int, int], set[str]] = defaultdict(set)  # (round, epoch, client) -> {"seed", "mask_key"}
+        self.revealed: dict[tuple[int, int, int], set[str]] = defaultdict(set)  # (round, epoch, client) -> {"seed" | "mask_key" | "pair_seed"}
 
     def _labels(self) -> dict:
         return {"session": self.session, "round": self.round, "epoch": self._epoch}
@@ -224,20 +233,23 @@ class MaskServer(ServerRole):
             streaming = self._plan.streams(spec)
             encoding = self.config.mask.encoding_of(spec, len(self._participants))
             live = tuple(sorted(self.live))
+            live_set = set(live)
             acc = np.zeros(spec.size + 1, dtype=ring_dtype(encoding.ring_bits))
-            committed: dict[int, bytes] = {}
+            committed: dict[int, tuple[bytes, bytes]] = {}  # client -> commitments to its self-mask key and its pair seeds
             envelopes, first, self._first_sum_of_epoch = self._envelopes, self._first_sum_of_epoch, False
 
             def accept_input(client: int, response: InputResponse) -> None:
                 self._check_upload(client, response.payload, acc)
                 if len(response.self_mask_commitment) != (0 if streaming else 32):
                     raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
+                if len(response.pair_seed_root) != (0 if streaming or not self._graph.of(client) & live_set else 32):
+                    raise ProtocolError(f"input: client {client} sent a malformed commitment to its pair seeds")
                 routed = {sealed.owner: (sealed, c) for sealed, c in envelopes.routed(client)} if first and response.complaints else {}
                 dealers = [c.dealer for c in response.complaints]
                 if len(set(dealers)) != len(dealers) or any(d not in routed or len(c.key) != 32 for d, c in zip(dealers, response.complaints)):
                     raise ProtocolError(f"input: client {client} complained about envelopes it was not dealt")
                 np.add(acc, response.payload, out=acc)
-                committed[client] = response.self_mask_commitment
+                committed[client] = (response.self_mask_commitment, response.pair_seed_root)
                 for complaint in response.complaints:
                     self._judge(client, complaint, *routed[complaint.dealer])
                 envelopes.delivered(client)
@@ -286,12 +298,17 @@ class MaskServer(ServerRole):
                 self._note(Stage.CONSISTENCY, outcome)
                 self._require(len(signatures), self._plan.min_survivors, "signed the survivor set")
                 why = self._rekey_reason(set(live), survivors, set(signatures))
-                if why is None:
-                    break
-                survivors = set(signatures)
+                if why is None:  # 4b. nothing is spent yet: a pair seed missing or false still means a re-key
+                    seeds, failed = yield from self._pair_seeds(index, live, survivors, signatures, committed)
+                    if not failed:
+                        break
+                    why = f"clients {sorted(failed)} did not reveal their pair seeds of this sum, or revealed false ones"
+                    survivors = set(signatures) - failed - set(self.excluded)
+                else:
+                    survivors = set(signatures)
             self.log.append(f"round {self.round}: {why}; re-keying")
             yield from self._key_setup(survivors)
-        return (yield from self._unmask(index, spec, encoding, acc, set(live), survivors, signatures, committed))
+        return (yield from self._unmask(index, spec, encoding, acc, set(live), survivors, signatures, committed, seeds))
 
     def _check_fresh_keys(self, client: int, keys: SignedKeys) -> None:
         """A client's round keys must be two distinct keys nobody advertised before in this session
@@ -345,14 +362,17 @@ class MaskServer(ServerRole):
 
     def _rekey_reason(self, live: set[int], survivors: set[int], vouchers: set[int]) -> str | None:
         """Why this sum cannot be finished without a re-key (checked before anything about it is
-        revealed), or None. ``vouchers``: the clients whose signatures will vouch."""
+        revealed), or None. ``vouchers``: the clients whose signatures will vouch.
+
+        A dropped client that contributed to an earlier sum of the epoch (``_exposed``) keeps its
+        mask key: its surviving neighbours reveal their pair seeds of this sum with it instead
+        (4b), each after t signatures of its group; one that cannot makes a re-key there."""
         dropped = live - survivors
         graph, plan = self._graph, self._plan
-        if dropped & self._exposed:
-            return f"clients {sorted(dropped & self._exposed)} dropped after contributing earlier"
         for u in sorted(dropped):
             if len(graph.of(u) & vouchers) < plan.threshold:
-                return f"too few holders of client {u}'s shares remain"
+                return f"too few holders of client {u}'s shares remain" if u not in self._exposed else \
+                    f"too few of client {u}'s neighbours remain to vouch for its drop"
         for u in sorted(survivors):
             if len(graph.closed(u) & vouchers) < plan.threshold:
                 return f"too few of client {u}'s group remain to vouch for it"
@@ -360,15 +380,65 @@ class MaskServer(ServerRole):
                 return f"more than {plan.max_dropped} of client {u}'s neighbours dropped"
         return None
 
+    def _pair_seeds(self, index: int, live: tuple[int, ...], survivors: set[int], signatures: dict[int, bytes],
+                    committed: dict[int, tuple[bytes, bytes]]) -> StepGen[tuple[dict[tuple[int, int], bytes], set[int]]]:
+        """4b. For clients that dropped after contributing to an earlier sum of the epoch, each
+        surviving neighbour reveals its pair seed of this sum with them, opened against the root it
+        sent with its input (threat_model.md M-BOTH, M-LIAR). Returns the verified seeds, (survivor,
+        dropped) -> seed, and the clients that revealed none, or a false one (excluded): with any,
+        the caller re-keys, as nothing of the sum has been revealed that spends it."""
+        graph = self._graph
+        dropped = (set(live) - survivors) & self._exposed
+        asked = sorted(u for u in survivors if graph.of(u) & dropped)
+        if not asked:
+            return {}, set()
+        vouching, live_set = self._vouching(signatures), set(live)
+        seeds: dict[tuple[int, int], bytes] = {}
+        revealed: set[int] = set()  # the clients whose seeds all verified
+
+        def accept(client: int, response: PairSeedsResponse) -> None:
+            self._one_seed_per_drop(client, response, graph.of(client) & dropped)
+            for p in response.pair_seeds:
+                if not self._pair_seed_verified(client, p.peer, p.seed, p.path, live_set, committed[client][1], index):
+                    self._exclude(client, f"revealed a pair seed with client {p.peer} for sum {index} that fails its commitment")
+                    return
+            seeds.update({(client, p.peer): p.seed for p in response.pair_seeds})
+            revealed.add(client)
+
+        outcome = yield self._step(
+            Stage.PAIR_SEEDS, lambda h: self._per_client(h, asked, PairSeedsRequest, lambda c: (vouching(graph.of(c) & dropped),)), accept,
+        )
+        self._note(Stage.PAIR_SEEDS, outcome)
+        return seeds, set(asked) - revealed
+
+    @staticmethod
+    def _one_seed_per_drop(client: int, response: PairSeedsResponse, expected: set[int]) -> None:
+        """A survivor reveals exactly one 32-byte seed with each of its neighbours that dropped
+        after contributing, and nothing else: a seed with a neighbour that survived (even one that
+        opens against its commitment) would take a mask out of the sum that cancels in it."""
+        peers = [p.peer for p in response.pair_seeds]
+        if len(set(peers)) != len(peers) or set(peers) != expected or any(len(p.seed) != 32 for p in response.pair_seeds):
+            raise ProtocolError(f"pair seeds: client {client} must reveal one seed with each of its dropped neighbours {sorted(expected)}")
+
+    def _pair_seed_verified(self, client: int, peer: int, seed: bytes, path: bytes, live: set[int], root: bytes, index: int) -> bool:
+        """Whether ``seed`` opens at ``peer``'s position of the Merkle root ``client`` sent with its
+        input (its leaves: its pair seeds with its live neighbours, in id order); a client revealing
+        another seed than it committed to is excluded (threat_model.md M-LIAR)."""
+        peers = sorted(self._graph.of(client) & live)
+        leaf = pair_seed_leaves({peer: seed}, **self._labels(), sum_index=index, owner=client)[0]
+        return merkle.verify(leaf, index=bisect.bisect_left(peers, peer), count=len(peers), path=path, root=root)
+
     def _abandon(self, spec: SumSpec, why: str, live: set[int]) -> SumAbandoned:
         self.live = live - set(self.excluded)
         self.log.append(f"round {self.round}: sum {spec.name!r} abandoned: {why}")
         return SumAbandoned(f"sum {spec.name!r}: {why}; abandoned after its self-masks were revealed (its contributions are never masked again)")
 
-    def _unmask(self, index, spec, encoding, acc, live, survivors, signatures, committed) -> StepGen[SumResult]:
-        """5.-7. Reveals: from here on the contributions are spent; failures abandon the sum."""
+    def _unmask(self, index, spec, encoding, acc, live, survivors, signatures, committed, pair_seeds) -> StepGen[SumResult]:
+        """5.-7. Reveals: from here on the contributions are spent; failures abandon the sum.
+        ``pair_seeds`` (4b) remove the masks of dropped clients that had contributed earlier; the
+        others' masks go with their mask keys, rebuilt from shares."""
         graph, lab = self._graph, self._labels()
-        dropped = live - survivors
+        dropped = live - survivors - self._exposed  # their mask keys are rebuilt
         vouching = self._vouching(signatures)
         self_keys: dict[int, bytes] = {}
         key_shares: dict[int, dict[int, bytes]] = defaultdict(dict)
@@ -380,7 +450,7 @@ class MaskServer(ServerRole):
             for s in response.mask_key_shares:
                 if s.owner not in dropped or client not in graph.of(s.owner) or len(s.value) != shamir.SHARE_BYTES:
                     raise ProtocolError(f"unmask: client {client} sent a share of client {s.owner}, which it does not hold")
-            if self._self_key_verified(client, response.self_mask_key, committed[client], index):
+            if self._self_key_verified(client, response.self_mask_key, committed[client][0], index):
                 self_keys[client] = response.self_mask_key
             else:  # its self-mask is rebuilt from its seed shares instead (6.)
                 self._exclude(client, f"revealed a self-mask key for sum {spec.name!r} that fails its commitment")
@@ -394,6 +464,10 @@ class MaskServer(ServerRole):
             accept_unmask,
         )
         self._note(Stage.UNMASK, outcome)
+        for (u, v), seed in sorted(pair_seeds.items()):  # u added +PRG(k_uv) if u < v, else -PRG(k_uv)
+            self._prg.add_into(acc, seed, stream_id=0, sign=-1 if u < v else 1)
+        for v in sorted({v for _, v in pair_seeds}):
+            self.revealed[(self.round, self._epoch, v)].add("pair_seed")
         self._exposed |= survivors
         for u in sorted(dropped):
             if not self._cancel_pairwise(acc, u, key_shares[u], survivors, index):

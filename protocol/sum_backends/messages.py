@@ -18,6 +18,7 @@ KEY_DEAL       KeyDealRequest          KeyDealResponse
 KEY_INSTALL    KeyInstallRequest       Ack
 INPUT          InputRequest            InputResponse
 CONSISTENCY    ConsistencyRequest      ConsistencyResponse
+PAIR_SEEDS     PairSeedsRequest        PairSeedsResponse
 UNMASK         UnmaskRequest           UnmaskResponse
 RECOVER        RecoverRequest          RecoverResponse
 DELIVER        DeliverRequest          DeliverResponse
@@ -183,6 +184,7 @@ class InputResponse:
     ciphertexts: tuple[bytes, ...]  # ckks
     self_mask_commitment: bytes = b""  # mask, full protocol: commitment to the self-mask key of this sum
     complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: envelopes this client could not open as signed
+    pair_seed_root: bytes = b""  # mask, full protocol: Merkle root over this sum's pair seeds with the live neighbours
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,29 @@ class ConsistencyRequest:
 class ConsistencyResponse:
     header: Header
     signature: bytes
+
+
+@dataclass(frozen=True)
+class PairSeed:
+    """A survivor's pair seed of this sum with ``peer`` (a neighbour that dropped after
+    contributing to an earlier sum of the key epoch), and its opening against the survivor's
+    commitment: the Merkle siblings, bottom up, 32 bytes each (crypto/merkle.py)."""
+
+    peer: int
+    seed: bytes
+    path: bytes
+
+
+@dataclass(frozen=True)
+class PairSeedsRequest:
+    header: Header
+    signatures: tuple[Signature, ...]  # consistency signatures vouching for the dropped neighbours
+
+
+@dataclass(frozen=True)
+class PairSeedsResponse:
+    header: Header
+    pair_seeds: tuple[PairSeed, ...]
 
 
 @dataclass(frozen=True)
@@ -276,6 +301,8 @@ Message = (
     | InputResponse
     | ConsistencyRequest
     | ConsistencyResponse
+    | PairSeedsRequest
+    | PairSeedsResponse
     | UnmaskRequest
     | UnmaskResponse
     | RecoverRequest
@@ -295,6 +322,7 @@ REQUESTS: dict[Stage, type] = {
     Stage.KEY_INSTALL: KeyInstallRequest,
     Stage.INPUT: InputRequest,
     Stage.CONSISTENCY: ConsistencyRequest,
+    Stage.PAIR_SEEDS: PairSeedsRequest,
     Stage.UNMASK: UnmaskRequest,
     Stage.RECOVER: RecoverRequest,
     Stage.DELIVER: DeliverRequest,
@@ -308,6 +336,7 @@ RESPONSES: dict[Stage, type] = {
     Stage.KEY_INSTALL: Ack,
     Stage.INPUT: InputResponse,
     Stage.CONSISTENCY: ConsistencyResponse,
+    Stage.PAIR_SEEDS: PairSeedsResponse,
     Stage.UNMASK: UnmaskResponse,
     Stage.RECOVER: RecoverResponse,
     Stage.DELIVER: DeliverResponse,

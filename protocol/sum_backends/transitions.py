@@ -31,7 +31,8 @@ TRANSITIONS: dict[Backend, dict[Stage | None, frozenset[Stage]]] = {
         _S.GRAPH: frozenset({_S.SHARE_KEYS, _S.ADVERTISE}),
         _S.SHARE_KEYS: frozenset({_S.INPUT, _S.ADVERTISE}),
         _S.INPUT: frozenset({_S.CONSISTENCY, _S.DELIVER, _S.INPUT, _S.ADVERTISE}),  # DELIVER: streaming sums
-        _S.CONSISTENCY: frozenset({_S.UNMASK, _S.INPUT, _S.ADVERTISE}),
+        _S.CONSISTENCY: frozenset({_S.PAIR_SEEDS, _S.UNMASK, _S.INPUT, _S.ADVERTISE}),  # PAIR_SEEDS: a contributor dropped
+        _S.PAIR_SEEDS: frozenset({_S.UNMASK, _S.INPUT, _S.ADVERTISE}),  # ADVERTISE: a seed missing or false, so a re-key
         _S.UNMASK: frozenset({_S.RECOVER, _S.DELIVER, _S.INPUT, _S.ADVERTISE}),
         _S.RECOVER: frozenset({_S.DELIVER, _S.INPUT, _S.ADVERTISE}),
         _S.DELIVER: frozenset({_S.INPUT, _S.ADVERTISE}),

@@ -88,6 +88,18 @@ class SumAttempt:
             m.self_mask_commitment for m in self.inputs.values())
 
 
+@dataclass(frozen=True)
+class Reveal:
+    """A client's answer that reveals secrets of a sum (threat_model.md M-BOTH): its pair seeds
+    with dropped neighbours (PairSeedsResponse), its self-mask key and shares of dropped clients'
+    mask keys (UnmaskResponse), or shares of silent survivors' seeds (RecoverResponse)."""
+
+    epoch: tuple[bytes, int, int]  # (session, round, key epoch)
+    sum_index: int  # of the sum the server last asked for in that session
+    client: int
+    message: Any
+
+
 @dataclass
 class StepRecord:
     """One step of the server: its stage, round, whom it asked and who answered."""
@@ -205,7 +217,7 @@ class RunView:
     received_kinds: dict[str, int]  # message type -> count, everything the server received
     advertised: list[tuple[bytes, int, sm.AdvertiseRequest]]  # (session, round, request) per key set-up
     key_deals: list[sm.KeyDealResponse]
-    reveals: list[tuple[tuple[bytes, int, int], int, object]]  # ((session, round, key epoch), client, UnmaskResponse | RecoverResponse)
+    reveals: list[Reveal]
     received_bytes: dict[int, dict[At, bytes]]  # client -> (session, step) -> raw bytes of each message the server received from it
     clients: dict[int, ClientRecord]  # client transcripts given
     openings: list[Opening] = field(default_factory=list)  # one per session, in order
@@ -342,6 +354,7 @@ def _replay_server(path: Path, wire: _ServerWire | None = None) -> RunView:
     reveals: list = []
     received_bytes: dict[int, dict[At, bytes]] = defaultdict(dict)
     epoch: dict[bytes, int] = {}
+    sum_index: dict[bytes, int] = {}  # session -> the sum index of its latest input request
     openings: dict[bytes, Opening] = {}
     session_index: dict[bytes, int] = {}  # every id a header carried, proposals included: how the wire comparison names sessions
     first_request: dict[At, bytes] = {}  # digest of the first request of each consistency and deliver step
@@ -382,6 +395,7 @@ def _replay_server(path: Path, wire: _ServerWire | None = None) -> RunView:
             elif isinstance(message, sm.InputRequest):
                 if first:
                     _open_sum(message, header, epoch.get(header.session, 0), attempts, open_sums)
+                    sum_index[header.session] = message.sum_index
                 attempts[where].asked = tuple(message.live)
             elif isinstance(message, sm.DeliverRequest) and first:
                 attempt = open_sums.pop((header.session, header.round, message.sum_index), None)
@@ -416,8 +430,9 @@ def _replay_server(path: Path, wire: _ServerWire | None = None) -> RunView:
                 uploads.append(Upload(header.round, message.name, record.peer, tensors_of(message.tensors), where))
             elif isinstance(message, sm.KeyDealResponse):
                 key_deals.append(message)
-            elif isinstance(message, sm.UnmaskResponse | sm.RecoverResponse):
-                reveals.append(((header.session, header.round, epoch.get(header.session, 0)), record.peer, message))
+            elif isinstance(message, sm.PairSeedsResponse | sm.UnmaskResponse | sm.RecoverResponse):
+                reveals.append(Reveal((header.session, header.round, epoch.get(header.session, 0)), sum_index.get(header.session, -1),
+                                      record.peer, message))
     if config is None:
         raise ConfigError(f"{path}: the transcript holds no Welcome, so not the run's configuration; is it a server's transcript?")
     return RunView(config=config, sessions=sessions, steps=list(steps.values()), sums=list(attempts.values()), uploads=uploads,

@@ -246,24 +246,46 @@ def sums_need_their_survivors(view: RunView) -> Finding:
 
 @checks("M-BOTH", backends={"mask"})
 def never_both_secrets(view: RunView) -> Finding:
-    """Per key epoch: no client has both its self-mask revealed (its own unmask answer, or seed
-    shares from others) and shares of its mask key revealed."""
-    seed: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)
-    key: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)
-    for epoch, client, message in view.reveals:
-        if isinstance(message, sm.UnmaskResponse):
+    """Per key epoch, no client has (1) its self-mask revealed (its own unmask answer, or seed
+    shares from others) and shares of its mask key revealed; (2) shares of its seed and pair seeds
+    with it revealed (its seed opens its self-mask of every sum); (3) its self-mask key for a sum
+    and pair seeds with it for the same sum. (2) covers each holder: none reveals both a seed
+    share of a client and a pair seed or mask-key share of it."""
+    self_mask: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)  # own key of some sum, or seed shares
+    seeds: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)  # seed shares
+    key: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)  # mask-key shares
+    paired: dict[tuple[bytes, int, int], set[int]] = defaultdict(set)  # pair seeds, any sum
+    own_key: dict[tuple[tuple[bytes, int, int], int], set[int]] = defaultdict(set)  # (epoch, sum) -> own self-mask keys
+    paired_in: dict[tuple[tuple[bytes, int, int], int], set[int]] = defaultdict(set)  # (epoch, sum) -> pair seeds
+    for reveal in view.reveals:
+        epoch, message = reveal.epoch, reveal.message
+        if isinstance(message, sm.PairSeedsResponse):
+            peers = {p.peer for p in message.pair_seeds}
+            paired[epoch] |= peers
+            paired_in[(epoch, reveal.sum_index)] |= peers
+        elif isinstance(message, sm.UnmaskResponse):
             if message.self_mask_key:
-                seed[epoch].add(client)
+                self_mask[epoch].add(reveal.client)
+                own_key[(epoch, reveal.sum_index)].add(reveal.client)
             key[epoch].update(s.owner for s in message.mask_key_shares)
         else:
-            seed[epoch].update(s.owner for s in message.self_seed_shares)
-    both = {e: seed[e] & key[e] for e in seed if seed[e] & key[e]}
+            owners = {s.owner for s in message.self_seed_shares}
+            self_mask[epoch] |= owners
+            seeds[epoch] |= owners
     if not view.reveals:
         return not_applicable("M-BOTH", "no unmask step in the run (streaming sums only, or no sums)")
-    mask_keys = sum(len(v) for v in key.values())
-    return verdict("M-BOTH", not both, f"{len(view.reveals)} unmask and recovery answers in {len(seed | key)} key epochs; mask-key shares "
-                   f"revealed for {mask_keys} client-epochs, none of whose self-mask was revealed" if not both else
-                   f"clients {sorted(set().union(*both.values()))} had both secrets revealed in one key epoch")
+    both = sorted(set().union(*(self_mask[e] & key[e] for e in self_mask)))
+    seed_and_pair = sorted(set().union(*(seeds[e] & paired[e] for e in seeds)))
+    same_sum = sorted(set().union(*(own_key[s] & paired_in[s] for s in own_key)))
+    if both or seed_and_pair or same_sum:
+        return verdict("M-BOTH", False, "; ".join(
+            f"clients {clients} had {what} revealed in one key epoch" for clients, what in (
+                (both, "both their self-mask and their mask key"), (seed_and_pair, "both their seed and pair seeds with them"),
+                (same_sum, "both their self-mask key for a sum and pair seeds with them for that sum")) if clients))
+    mask_keys, pair_seeds = sum(len(v) for v in key.values()), sum(len(v) for v in paired.values())
+    return verdict("M-BOTH", True, f"{len(view.reveals)} pair-seed, unmask and recovery answers in {len(self_mask | key | paired)} key epochs; "
+                   f"mask-key shares revealed for {mask_keys} client-epochs, none of whose self-mask was revealed; pair seeds revealed "
+                   f"with {pair_seeds} client-epochs, none of whose seed was, nor its self-mask key for the same sum")
 
 
 @checks("M-ONCE", backends={"mask"})

@@ -39,6 +39,7 @@ BROKEN_BY: dict[str, frozenset[str] | str] = {
     "input": frozenset({"M-UNIFORM", "M-NOPLAIN", "M-SUM", "M-ONCE", "M-RANGE", "M-STREAM", "P-CLEAR", "C-CHECK", "C-SUM", "DDP-NOISE",
                         "DDP-RANGE", "DDP-ACCOUNT", "ST-SUMS", "FR-SUMS", "NF-LATENT"}),
     "consistency": frozenset({"M-CONSISTENCY", "C-CONSISTENCY"}),
+    "pair_seeds": frozenset({"M-CONSISTENCY", "M-BOTH", "M-SUM"}),
     "unmask": frozenset({"M-CONSISTENCY", "M-BOTH", "M-SUM"}),
     "recover": frozenset({"M-CONSISTENCY", "M-BOTH", "M-SUM"}),
     "deliver": frozenset({"M-SUM", "M-DROPOUT", "M-STREAM", "M-RANGE", "M-CONSISTENCY", "C-CHECK", "C-CONSISTENCY", "C-SUM", "DDP-NOISE",

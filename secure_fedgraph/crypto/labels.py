@@ -41,6 +41,7 @@ class Purpose(enum.Enum):
     ENVELOPE_KEY = "envelope-key"  # hash: a dealer's commitment to the key of one share envelope
     CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
     PAIR_SEED = "pair-seed"  # HKDF: PRG key of one client pair's mask in one sum, from their pair key
+    PAIR_SEED_COMMITMENT = "pair-seed-commitment"  # hash: a leaf of a client's Merkle commitment to its pair seeds of one sum
 
 
 def int_field(value: int) -> bytes:

@@ -192,18 +192,20 @@ class InputRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., share_commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
 
 class InputResponse(_message.Message):
-    __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment", "complaints")
+    __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment", "complaints", "pair_seed_root")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     SELF_MASK_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     COMPLAINTS_FIELD_NUMBER: _ClassVar[int]
+    PAIR_SEED_ROOT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     payload: _common_pb2.Tensor
     ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
     self_mask_commitment: bytes
     complaints: _containers.RepeatedCompositeFieldContainer[Complaint]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., self_mask_commitment: _Optional[bytes] = ..., complaints: _Optional[_Iterable[_Union[Complaint, _Mapping]]] = ...) -> None: ...
+    pair_seed_root: bytes
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., payload: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., ciphertexts: _Optional[_Iterable[bytes]] = ..., self_mask_commitment: _Optional[bytes] = ..., complaints: _Optional[_Iterable[_Union[Complaint, _Mapping]]] = ..., pair_seed_root: _Optional[bytes] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
     __slots__ = ("header", "survivors")
@@ -220,6 +222,32 @@ class ConsistencyResponse(_message.Message):
     header: _common_pb2.Header
     signature: bytes
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class PairSeed(_message.Message):
+    __slots__ = ("peer", "seed", "path")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    peer: int
+    seed: bytes
+    path: bytes
+    def __init__(self, peer: _Optional[int] = ..., seed: _Optional[bytes] = ..., path: _Optional[bytes] = ...) -> None: ...
+
+class PairSeedsRequest(_message.Message):
+    __slots__ = ("header", "signatures")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURES_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    signatures: _containers.RepeatedCompositeFieldContainer[Signature]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., signatures: _Optional[_Iterable[_Union[Signature, _Mapping]]] = ...) -> None: ...
+
+class PairSeedsResponse(_message.Message):
+    __slots__ = ("header", "pair_seeds")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PAIR_SEEDS_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.Header
+    pair_seeds: _containers.RepeatedCompositeFieldContainer[PairSeed]
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., pair_seeds: _Optional[_Iterable[_Union[PairSeed, _Mapping]]] = ...) -> None: ...
 
 class UnmaskRequest(_message.Message):
     __slots__ = ("header", "signatures")

@@ -42,11 +42,13 @@ def test_every_threat_model_claim_is_checked_or_said_to_be_out_of_a_transcripts_
 
 @pytest.fixture(scope="module")
 def rekeyed(tmp_path_factory):
-    """FedAvg of 6 sensors (mask), client 3 silent at the second sum's input: a re-key, and the
-    sum asked again of the five others."""
+    """FedAvg of 6 sensors (mask), client 3 silent at the second sum's input and client 4 at the
+    pair seeds that follow (4 cannot reveal its seed with 3): a re-key, and the sum asked again
+    of the four others."""
     run = tmp_path_factory.mktemp("rekeyed")
     plan = FedAvgGRU(FedAvgGRUConfig(sensors=6, rounds=1, hidden_size=8, max_windows=40, max_local_steps=1, batch_size=16))
-    simulate(plan, SecureSumConfig(backend=Backend.MASK), drop={CrashPoint(Stage.INPUT, 0, 2): {3}}, transcripts=run)
+    simulate(plan, SecureSumConfig(backend=Backend.MASK), drop={CrashPoint(Stage.INPUT, 0, 2): {3}, CrashPoint(Stage.PAIR_SEEDS, 0): {4}},
+             transcripts=run)
     return run
 
 
@@ -57,12 +59,55 @@ def test_a_mask_run_passes_and_lists_its_dropout_rekey_and_redone_sum(rekeyed):
     for claim in ("M-UNIFORM", "M-NOPLAIN", "M-SUM", "M-DROPOUT", "M-BOTH", "M-ONCE", "M-RANGE", "R-AUDIT"):
         assert verdicts[claim] is Verdict.PASS, claim
     probe = report.finding("M-NOPLAIN").details
-    assert probe["probe_contributions"] == 6 + 5 + 5 + 5 + 5 and probe["probe_found"] == probe["probe_found_run_wide"] == 0
+    assert probe["probe_contributions"] == 6 + 5 + 4 + 4 + 4 and probe["probe_found"] == probe["probe_found_run_wide"] == 0
     assert probe["probe_run_wide"] == probe["probe_contributions"]  # at most 8 per client are also searched for in all the client sent
-    assert report.dropouts == [{"session": 0, "client": 3, "round": 0, "stage": "input", "how": "silent", "reason": ""}]
-    assert [(r["rekeys"], r["participants"]) for r in report.rekeys] == [(1, [6, 5])]
+    assert [(d["client"], d["stage"]) for d in report.dropouts] == [(3, "input"), (4, "pair_seeds")]
+    assert [(r["rekeys"], r["participants"]) for r in report.rekeys] == [(1, [6, 4])]
     weights = [(s["status"], s["asked"], s["inputs"], s["contributors"], s["server_learned_sum"]) for s in report.sums if s["name"] == "weights"]
-    assert weights == [("redone", 6, 5, 0, False), ("delivered", 5, 5, 5, True)]  # started, never delivered, then asked again
+    assert weights == [("redone", 6, 5, 0, False), ("delivered", 4, 4, 4, True)]  # started, never delivered, then asked again
+
+
+@pytest.fixture(scope="module")
+def dropped_contributor(tmp_path_factory):
+    """FedAvg of 6 sensors (mask), client 3 silent at the second sum's input: its neighbours
+    reveal their pair seeds of that sum with it, and the key epoch goes on."""
+    run = tmp_path_factory.mktemp("dropped_contributor")
+    plan = FedAvgGRU(FedAvgGRUConfig(sensors=6, rounds=1, hidden_size=8, max_windows=40, max_local_steps=1, batch_size=16))
+    simulate(plan, SecureSumConfig(backend=Backend.MASK), drop={CrashPoint(Stage.INPUT, 0, 2): {3}}, transcripts=run)
+    return run
+
+
+def test_a_contributor_dropping_later_in_the_key_epoch_is_audited_without_a_rekey(dropped_contributor):
+    report = audit(dropped_contributor, client_transcripts(dropped_contributor), attacks=False)
+    assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
+    assert [(r["rekeys"], r["participants"]) for r in report.rekeys] == [(0, [6])]
+    weights = [(s["status"], s["asked"], s["inputs"], s["contributors"]) for s in report.sums if s["name"] == "weights"]
+    assert weights == [("delivered", 6, 5, 5)]
+    assert "pair seeds revealed with 1 client-epochs" in report.finding("M-BOTH").evidence
+
+
+@pytest.mark.parametrize("extra", ["a share of its seed", "its own self-mask key for that sum"])
+def test_m_both_fails_where_pair_seeds_with_a_client_meet_its_seed_or_its_self_mask_key(dropped_contributor, monkeypatch, extra):
+    """The pair-seed rules can fail: the transcript as replayed, plus one answer no honest client
+    gives, shows the server held what opens client 3's input of the sum it was said to drop from."""
+    from secure_fedgraph.audit import replay
+    from secure_fedgraph.protocol.sum_backends import messages as sm
+
+    load = replay.load_run
+
+    def tampered(*args, **kwargs):
+        view = load(*args, **kwargs)
+        paired = next(r for r in view.reveals if isinstance(r.message, sm.PairSeedsResponse))
+        header = paired.message.header
+        message = sm.RecoverResponse(header, (sm.Share(3, bytes(44)),)) if extra.startswith("a share") else \
+            sm.UnmaskResponse(header, bytes(32), ())
+        view.reveals.append(replay.Reveal(paired.epoch, paired.sum_index, paired.client if extra.startswith("a share") else 3, message))
+        return view
+
+    monkeypatch.setattr("secure_fedgraph.audit.run.load_run", tampered)
+    report = audit(dropped_contributor, attacks=False)
+    said = "both their seed and pair seeds with them" if extra.startswith("a share") else "self-mask key for a sum and pair seeds"
+    assert "M-BOTH" in report.failed and "clients [3]" in report.finding("M-BOTH").evidence and said in report.finding("M-BOTH").evidence
 
 
 def test_server_only_mode_checks_what_the_server_alone_can(rekeyed):

@@ -143,17 +143,18 @@ def test_complete_round_with_a_dropout(tally):
     _check(tally, session, session.server.describe(), n=n, survivors=result.contributors, fresh_keys=True, dropouts=1)
 
 
-def test_kept_keys_and_a_dropout_rekey(tally):
-    """With keys kept, a client that contributed before and drops makes the server re-key."""
+def test_kept_keys_and_a_dropout_reveal_pair_seeds(tally):
+    """With keys kept, a client that contributed before and drops keeps its mask key: its
+    neighbours reveal their pair seeds of this sum with it, and the epoch goes on (no re-key)."""
     n = 7
     session = _session(SecureSumConfig(backend=Backend.MASK), n, drop={CrashPoint(Stage.INPUT, nth=2): {3}})
     session.start_round()
     session.secure_sum("s0", make_inputs(range(n), seed=0))
-    plan = session.server.describe()
+    plan, epoch = session.server.describe(), session.server._epoch
     tally.counts.clear()
     result = session.secure_sum("s1", make_inputs(range(n), seed=1))
     assert result.contributors == frozenset(range(n)) - {3}
-    assert session.server.describe()["degree"] == n - 2  # re-keyed among the survivors
+    assert session.server._epoch == epoch and session.server.describe()["degree"] == n - 1  # the same key epoch
     _check(tally, session, plan, n=n, survivors=result.contributors, fresh_keys=False, dropouts=1)
 
 

@@ -99,6 +99,7 @@ def test_purpose_strings_are_pinned() -> None:
         "ENVELOPE_KEY": "envelope-key",
         "CKKS_CONTRIBUTORS": "ckks-contributors",
         "PAIR_SEED": "pair-seed",
+        "PAIR_SEED_COMMITMENT": "pair-seed-commitment",
     }
 
 

@@ -38,7 +38,8 @@ def defence_stops(attack: Callable[[], bool], monkeypatch: pytest.MonkeyPatch, t
 
 class ServerThatNeverRekeys(MaskServer):
     """A curious server: after a dropout it asks for the mask-key shares of a client that had
-    already contributed (whose self-mask it knows) instead of re-keying."""
+    already contributed (whose self-mask it knows) instead of its neighbours' pair seeds of the
+    sum with it (or a re-key)."""
 
     @property
     def _exposed(self):

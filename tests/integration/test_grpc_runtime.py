@@ -327,6 +327,29 @@ def test_a_killed_client_process_does_not_stop_the_run(start_server):
     assert metrics["test_rmse"] > 0
 
 
+def test_a_contributor_killed_later_in_its_key_epoch_costs_no_rekey_over_grpc(start_server):
+    """fedavg-gru over processes, the process of client 5 killed at the second sum of round 0,
+    after it contributed to the first: its neighbours reveal their pair seeds of that sum with it
+    and the key epoch goes on (no re-key), with the numbers of the same crash in one process."""
+    from secure_fedgraph.protocol.core.crash_point import CrashPoint
+    from secure_fedgraph.protocol.core.stages import Stage
+
+    run = start_server(clients=6, plan_options=("rounds=1", *TINY))
+    survivors = run.client("0-4")
+    victim = run.client("5", "--crash-at", "input@0:2")
+    _, metrics = run.finish()
+    assert survivors.wait(timeout=60) == 0, survivors.stdout.read()
+    assert victim.wait(timeout=60) == -signal.SIGKILL
+    config = FedAvgGRUConfig(rounds=1, sensors=6, hidden_size=8, max_windows=40, max_local_steps=2, batch_size=16)
+    replay = simulate(FedAvgGRU(config), SecureSumConfig(backend=Backend.MASK), drop={CrashPoint(Stage.INPUT, 0, 2): {5}})
+    local = replay.metrics
+    for events in (metrics["events"], replay.server_log):
+        assert any("pair_seeds: 5 answered" in e for e in events) and not any("re-keying" in e for e in events), events
+    assert set(metrics["dropped"]) == {"5"} and metrics["elements_by_phase"] == local["elements_by_phase"]
+    numbers = lambda m: [v for r in m["rounds"] for v in (r["val_rmse"], r["val_mae"])] + [m["test_rmse"], m["test_mae"]]  # noqa: E731
+    assert numbers(metrics) == numbers(local)
+
+
 def test_a_killed_sensor_process_does_not_stop_a_cnfgnn_run(start_server):
     """CNFGNN over processes: the process hosting sensors 4-5 is killed after the first round
     (mid-run: its sensors are waited for in FedAvg, uploads and gradient rounds after it);

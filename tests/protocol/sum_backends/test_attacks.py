@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto import merkle, shamir
 from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.crypto.prg import MaskPRG
@@ -41,6 +41,7 @@ from secure_fedgraph.protocol.sum_backends.messages import (
     Complaint,
     ConsistencyRequest,
     InputResponse,
+    PairSeed,
     Signature,
     UnmaskRequest,
     RecoverResponse,
@@ -1504,6 +1505,205 @@ def test_attack_a_skipped_unmask_then_the_mask_key_of_a_client_that_contributed(
     survivor's mask key (threat_model.md M-BOTH)."""
     defence_stops(_skipped_unmask_gives_a_contributors_input_away, monkeypatch, MaskClient, "_signing_exposes",
                   lambda self, ep, survivors: None)
+
+
+# --- partial re-key: pair seeds of a contributor said to have dropped (M-BOTH, M-LIAR) ----------
+
+
+class KeepingRebuilt(MaskServer):
+    """Keeps every secret it rebuilds from shares (``rebuilt``: client -> secret)."""
+
+    def _rebuild(self, client, shares, kind):
+        secret = super()._rebuild(client, shares, kind)
+        self.rebuilt = {**getattr(self, "rebuilt", {}), **({client: secret} if secret is not None else {})}
+        return secret
+
+
+def _pair_seeds_then_the_seed(order: str) -> bool:
+    """Client 4 contributes to sum "a" (its self-mask for "a" is revealed: its mask key must stay
+    secret). ``order`` "pair seeds first": in sum "b" the server sets 4's input aside and says it
+    dropped, so its neighbours reveal their pair seeds of "b" with it (4b); in sum "c" it lists 4
+    live again, skips 4's unmask as if 4 had gone silent, and asks the others for shares of 4's
+    seed. "seed first": in "b" it skips 4's unmask and rebuilds 4's seed from the others' shares
+    (as for any survivor gone silent); in "c" it lists 4 live again, sets its input aside and
+    asks for the pair seeds. Either way: 4's seed gives its self-mask of every sum of the epoch,
+    so the target sum's input opens."""
+    n, u = 5, 4
+    seen: dict = {"seeds": {}}
+
+    def spy(direction, stage, client, data):
+        if direction == "up" and stage is Stage.INPUT and client == u and seen.get("set aside"):
+            seen["y"], seen["set aside"] = codec.decode(data).payload.copy(), False
+            return None  # the server says it never came
+        if direction == "down" and stage is Stage.UNMASK and client == u and seen.get("skip unmask"):
+            seen["skip unmask"] = False
+            return None
+        if direction == "up" and stage is Stage.PAIR_SEEDS:
+            seen["seeds"].update({client: p.seed for p in codec.decode(data).pair_seeds if p.peer == u})
+        return data
+
+    session = local_session(MASK, range(n), intercept=spy)
+    session.server.__class__ = KeepingRebuilt
+    server = session.server
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(n), shapes=SHAPE))
+    b, c = make_inputs(range(n), seed=1, shapes=SHAPE), make_inputs(range(n), seed=2, shapes=SHAPE)
+    seen["set aside" if order == "pair seeds first" else "skip unmask"] = True
+    try:
+        session.secure_sum("b", b)
+    except SecureFedGraphError:
+        return False
+    server.live |= {u}  # 4 is listed live again
+    seen["skip unmask" if order == "pair seeds first" else "set aside"] = True
+    try:
+        session.secure_sum("c", c)
+    except SecureFedGraphError:
+        pass
+    seed = getattr(server, "rebuilt", {}).get(u)
+    if seed is None or len(seen["seeds"]) < n - 1:
+        return False
+    # the sum whose pair seeds with 4 the server holds, and 4's input to it
+    index, target = (1, b) if order == "pair seeds first" else (2, c)
+    self_key = keyring.self_mask_key(seed, **server._labels(), sum_index=index)
+    guess = _strip(seen["y"], encoding=server.config.mask.encoding(n, 16), self_key=self_key, client=u, sum_index=index,
+                   pair_seeds=seen["seeds"])
+    return close(guess, target[u]["w"])
+
+
+def test_attack_pair_seeds_of_a_client_said_to_have_dropped_then_its_seed(monkeypatch):
+    """A client that signed a survivor set leaving out a live neighbour never reveals a share of
+    that neighbour's seed in the key epoch, whether or not it was asked for its pair seed with it
+    (threat_model.md M-BOTH): here every neighbour of 4 refuses, so 4's seed is never rebuilt."""
+    defence_stops(lambda: _pair_seeds_then_the_seed("pair seeds first"), monkeypatch, MaskClient, "_signing_leaves_out",
+                  lambda self, ep, survivors: None)
+
+
+def test_attack_the_seed_of_a_client_then_its_pair_seeds(monkeypatch):
+    """The reverse order: a client that revealed a share of 4's seed refuses any later live set
+    listing 4 (it never masks with 4 again, so it holds no pair seed with 4 to reveal)."""
+    defence_stops(lambda: _pair_seeds_then_the_seed("seed first"), monkeypatch, MaskClient, "_none_revealed", lambda self, ep, members: None)
+
+
+def test_attack_pair_seeds_without_a_quorum_then_the_seed_of_a_client_shown_a_small_live_set(monkeypatch):
+    """n = 15 (t = 11, at least 8 survivors), clients 10-14 collude. Client 0 contributes to sum
+    "a". In sum "b" the server shows 0 the live set {0, 1, 2, 10, .., 14} (8 clients, enough), so
+    0 masks its input with 1, 2 and the colluders only; it shows 1 and 2 a survivor set without
+    0 and asks them for their pair seeds with 0, offering only their own and the colluders'
+    signatures (7). In sum "c" it says 0 survived and went silent, and 3-9 (who never signed 0
+    out) and the colluders hold 12 shares of 0's seed, enough. Clients reveal a pair seed only
+    after t signatures from the dropped client's group: t signers each bar 0's seed, and the
+    holders left are too few."""
+    from secure_fedgraph.protocol.sum_backends.messages import InputRequest, PairSeedsRequest, RecoverRequest
+
+    n, u, few, colluders = 15, 0, (1, 2), tuple(range(10, 15))
+    others = tuple(c for c in range(3, 10))
+
+    def attack() -> bool:
+        session = local_session(MASK, range(n))
+        session.start_round()
+        server, clients = session.server, session.clients
+        session.secure_sum("a", make_inputs(range(n), shapes=SHAPE))
+        b, c_inputs = make_inputs(range(n), seed=1, shapes=SHAPE), make_inputs(range(n), seed=2, shapes=SHAPE)
+        for c in range(n):
+            clients[c].contribute("b", b[c])
+            clients[c].contribute("c", c_inputs[c])
+        encoding, lab = server.config.mask.encoding(n, 16), server._labels()
+        everyone, small = tuple(range(n)), tuple(sorted((u, *few, *colluders)))
+        seen: dict = {"seeds": {}, "shares": {}}
+
+        def sign(signers, statement) -> tuple[Signature, ...]:
+            return tuple(Signature(c, clients[c].identity.sign(statement)) for c in sorted(signers))
+
+        def steps():
+            spec = SumSpec.of("b", b[0])
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 1, spec, encoding, small if c == u else everyone, (), ())
+                                                         for c in everyone},
+                               lambda c, r: seen.__setitem__("y", r.payload.copy()) if c == u else None)
+            without = tuple(c for c in everyone if c != u)
+            yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, without) for c in few}, lambda c, r: None)
+            statement = keyring.consistency_statement(**lab, view=server._view, sum_index=1, live=everyone, survivors=without)
+            offered = sign(few + colluders, statement)
+            yield server._step(Stage.PAIR_SEEDS, lambda h: {c: PairSeedsRequest(h, offered) for c in few},
+                               lambda c, r: seen["seeds"].update({c: p.seed for p in r.pair_seeds if p.peer == u}))
+            spec = SumSpec.of("c", c_inputs[0])
+            live = tuple(sorted((u, *others, *colluders)))
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 2, spec, encoding, live, (), ()) for c in others + colluders},
+                               lambda c, r: None)
+            yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, live) for c in others}, lambda c, r: None)
+            statement = keyring.consistency_statement(**lab, view=server._view, sum_index=2, live=live, survivors=live)
+            offered = sign(others + colluders, statement)
+            yield server._step(Stage.UNMASK, lambda h: {c: UnmaskRequest(h, offered) for c in others}, lambda c, r: None)
+            yield server._step(Stage.RECOVER, lambda h: {c: RecoverRequest(h, (u,), offered) for c in others},
+                               lambda c, r: seen["shares"].update({c + 1: s.value for s in r.self_seed_shares if s.owner == u}))
+
+        session.runner.run(steps())
+        if len(seen["seeds"]) < len(few):
+            return False
+        shares = {**seen["shares"], **{c + 1: clients[c]._epoch.held[u][0] for c in colluders}}
+        seed = shamir.combine(shares, threshold=server._plan.threshold)
+        pair_seeds = {**seen["seeds"], **{c: keyring.pair_seed(clients[c]._epoch.pairwise[u], **lab, sum_index=1, a=c, b=u) for c in colluders}}
+        guess = _strip(seen["y"], encoding=encoding, self_key=keyring.self_mask_key(seed, **lab, sum_index=1), client=u, sum_index=1,
+                       pair_seeds=pair_seeds)
+        return close(guess, b[u]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_may_reveal_pair_seed", lambda self, ep, v: None)
+
+
+def _a_wrong_pair_seed_spoils_the_sum(lie, *, named: bool) -> bool:
+    """Client 4 contributes to sum "a", then drops before sum "b"'s input; client 2 rewrites its
+    answer at 4b (``lie``). True when sum "b" is lost or wrong, False when the honest clients get
+    the right sum without 2 and 4 (the sum asked again after a re-key; with ``named``, 2 excluded
+    and named in the run's metrics)."""
+    n, liar, u = 7, 2, 4
+
+    def tamper(direction, stage, client, data):
+        if (direction, stage, client) == ("up", Stage.PAIR_SEEDS, liar):
+            return codec.encode(lie(codec.decode(data), session))
+        return data
+
+    session = local_session(MASK, range(n), intercept=tamper)
+    session.start_round()
+    session.secure_sum("a", make_inputs(range(n), shapes=SHAPE))
+    session.runner.drop = {Stage.INPUT: {u}}
+    inputs = make_inputs(range(n), seed=1, shapes=SHAPE)
+    try:
+        result = session.secure_sum("b", inputs)
+    except SecureFedGraphError:
+        return True  # the sum is lost
+    honest = set(range(n)) - {liar, u}
+    right = result.contributors == frozenset(honest) and close(result.values["w"], sum(inputs[c]["w"] for c in honest))
+    return not (right and (liar in session.server.excluded or not named))
+
+
+def test_attack_a_wrong_pair_seed_costs_the_liar_not_the_sum(monkeypatch):
+    """Client 2 reveals a random pair seed with dropped client 4. It fails the Merkle root 2 sent
+    with its input, so 2 is excluded; no self-mask key has left yet, so the server re-keys the
+    others and the sum is asked again and delivered. Without the check the server removes a mask
+    nobody added: the sum is garbage (here caught by its clipped-count lane and abandoned, with
+    nobody named)."""
+
+    def wrong_seed(response, session):
+        return dataclasses.replace(response, pair_seeds=tuple(dataclasses.replace(p, seed=os.urandom(32)) for p in response.pair_seeds))
+
+    defence_stops(lambda: _a_wrong_pair_seed_spoils_the_sum(wrong_seed, named=True), monkeypatch, MaskServer, "_pair_seed_verified",
+                  lambda self, *args: True)
+
+
+def test_attack_a_pair_seed_with_a_neighbour_that_survived_costs_the_liar_not_the_sum(monkeypatch):
+    """Client 2 adds its true pair seed with client 3, a survivor, opened against its own
+    commitment: taking that mask out would leave 3's half of it in the sum. Only seeds with the
+    dropped are accepted; 2's answer is refused (a malformed answer: M-INPUT) and the sum is asked
+    again, after a re-key, of the others."""
+
+    def extra_seed(response, session):
+        lab = session.server._labels()
+        seeds = {v: keyring.pair_seed(session.clients[2]._epoch.pairwise[v], **lab, sum_index=1, a=2, b=v) for v in range(7) if v != 2}
+        tree = merkle.levels(keyring.pair_seed_leaves(seeds, **lab, sum_index=1, owner=2))
+        extra = PairSeed(3, seeds[3], merkle.opening(tree, sorted(seeds).index(3)))
+        return dataclasses.replace(response, pair_seeds=(*response.pair_seeds, extra))
+
+    defence_stops(lambda: _a_wrong_pair_seed_spoils_the_sum(extra_seed, named=False), monkeypatch, MaskServer, "_one_seed_per_drop",
+                  staticmethod(lambda client, response, expected: None))
 
 
 def test_attack_two_inputs_under_one_sum_index(monkeypatch):

@@ -76,19 +76,72 @@ def test_adjacent_dropouts_at_three_stages():
     assert result.contributors == frozenset(range(10)) - {1, 2}
 
 
-def test_dropout_after_contributing_to_an_earlier_sum_rekeys_and_completes():
-    """Client 4 contributes to sum 0, then drops before sum 1's input: its mask key must stay
-    secret (its sum-0 self-mask is known), so the server re-keys the survivors and redoes sum 1."""
-    session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
+def _kept_epoch(drop, *, n=N, config=None, sums=2):
+    """A sum all n contribute to, then ``sums`` more of the same key epoch with ``drop`` in force
+    from the second sum on; each checked against the plaintext sum of its contributors."""
+    session = local_session(config or SecureSumConfig(backend=Backend.MASK), range(n))
     session.start_round()
-    session.secure_sum("a", make_inputs(range(N), seed=1))
-    session.runner.drop = {Stage.INPUT: {4}}
-    inputs = make_inputs(range(N), seed=2)
-    result = session.secure_sum("b", inputs)
+    session.secure_sum("a", make_inputs(range(n), seed=1))
+    epoch, session.runner.drop = session.server._epoch, drop
+    results = []
+    for k in range(sums):
+        inputs = make_inputs(range(n), seed=2 + k)
+        result = session.secure_sum(f"s{k}", inputs)
+        assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+        results.append(result)
+    return session, epoch, results
+
+
+@pytest.mark.parametrize("which", ["one", "n-t"])
+def test_a_contributor_dropping_later_in_the_key_epoch_costs_no_rekey(which):
+    """Clients that contributed to sum "a" drop before the next sum's input: they keep their mask
+    keys (their self-masks for "a" are known); each survivor reveals its pair seeds of this sum
+    with them (step 4b), the server removes those masks, and the key epoch goes on."""
+    dropped = _dropped_sets()[which]
+    session, epoch, (first, second) = _kept_epoch({Stage.INPUT: dropped})
+    server = session.server
+    assert first.contributors == second.contributors == frozenset(range(N)) - dropped
+    assert server._epoch == epoch and not any("re-keying" in line for line in server.log)
+    assert {client: kinds for (_, _, client), kinds in server.revealed.items()} == dict.fromkeys(dropped, {"pair_seed"})
+
+
+def test_a_contributor_dropping_later_on_the_sparse_graph_costs_no_rekey():
+    """Sparse graph (degree 6, t = 4, max_dropped 1): only client 3's neighbours reveal pair seeds."""
+    session, epoch, (result, _) = _kept_epoch({Stage.INPUT: {3}}, n=24, config=sparse_config(6))
+    assert result.contributors == frozenset(range(24)) - {3}
+    assert session.server._epoch == epoch and not any("re-keying" in line for line in session.server.log)
+    assert {client: kinds for (_, _, client), kinds in session.server.revealed.items()} == {3: {"pair_seed"}}
+
+
+def test_a_neighbour_silent_at_unmask_after_revealing_its_pair_seed_is_recovered_from_its_seed_shares():
+    """Client 4 drops before the input, 5 goes silent after revealing its pair seed with 4: 5's
+    input stays in the sum, its self-mask rebuilt from its seed shares, in the same key epoch."""
+    session, epoch, (result, _) = _kept_epoch({Stage.INPUT: {4}, Stage.UNMASK: {5}})
     assert result.contributors == frozenset(range(N)) - {4}
-    assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
-    assert any("re-keying" in line for line in session.server.log)
-    assert not any(kinds for (_, _, client), kinds in session.server.revealed.items() if client == 4)
+    assert session.server._epoch == epoch
+    assert {client: kinds for (_, _, client), kinds in session.server.revealed.items()} == {4: {"pair_seed"}, 5: {"seed"}}
+
+
+@pytest.mark.parametrize("stage", [Stage.CONSISTENCY, Stage.PAIR_SEEDS], ids=lambda s: s.value)
+def test_a_neighbour_silent_before_its_pair_seed_makes_a_rekey_and_the_sum_is_asked_again(stage):
+    """Client 4 drops before the input; 5 goes silent at consistency (it cannot vouch, nor be
+    asked) or at 4b (its seed never comes): its mask with 4 cannot be removed, but nothing of the
+    sum has been revealed, so the server re-keys the others and asks for the sum again (the
+    pair seeds come before any self-mask key for this reason: a seed missing, or false, never
+    abandons a sum)."""
+    session, epoch, (result, after) = _kept_epoch({Stage.INPUT: {4}, stage: {5}})
+    assert result.contributors == after.contributors == frozenset(range(N)) - {4, 5}
+    assert session.server._epoch == epoch + 1
+    assert any("clients [5] did not reveal their pair seeds" in line and "re-keying" in line for line in session.server.log)
+
+
+def test_too_few_neighbours_to_vouch_for_a_dropped_contributor_makes_a_rekey():
+    """Three of seven contributors drop: each survivor would need t = 5 signatures from a dropped
+    one's group before revealing its pair seed with it, and 4 survivors remain; re-key."""
+    session, epoch, (result, _) = _kept_epoch({Stage.INPUT: {4, 5, 6}})
+    assert result.contributors == frozenset(range(4))
+    assert session.server._epoch == epoch + 1
+    assert any("neighbours remain to vouch for its drop; re-keying" in line for line in session.server.log)
 
 
 def test_rekeying_never_lowers_min_survivors():
@@ -97,7 +150,7 @@ def test_rekeying_never_lowers_min_survivors():
     session = local_session(SecureSumConfig(backend=Backend.MASK), range(N))
     session.start_round()
     session.secure_sum("a", make_inputs(range(N), seed=1))
-    session.runner.drop = {Stage.INPUT: {4, 5}}  # contributed to "a": forces a re-key among 5
+    session.runner.drop = {Stage.INPUT: {4}, Stage.CONSISTENCY: {5}}  # 5 cannot vouch for 4's drop: a re-key among 5
     session.secure_sum("b", make_inputs(range(N), seed=2))
     assert any("re-keying" in line for line in session.server.log)
     assert session.server._plan.min_survivors == 4

@@ -71,15 +71,18 @@ def test_a_dropout_in_a_streaming_sum_abandons_it_and_the_survivors_go_on_reveal
         session.secure_sum("s", {c: inputs[c] for c in (0, 1, 2, 4)}, streaming=True)
 
 
-def test_after_a_streaming_sum_a_dropout_in_a_full_sum_rekeys_instead_of_revealing_a_mask_key():
+def test_after_a_streaming_sum_a_dropout_in_a_full_sum_reveals_pair_seeds_instead_of_a_mask_key():
+    """Every live client of a streaming sum counts as having contributed: a later dropout keeps
+    its mask key, and its neighbours reveal their pair seeds of that sum with it (no re-key)."""
     session = local_session(STREAMING, range(5))
     session.start_round()
     session.secure_sum("a", make_inputs(range(5)), streaming=True)
-    session.runner.drop = {Stage.INPUT: {4}}
+    epoch, session.runner.drop = session.server._epoch, {Stage.INPUT: {4}}
     inputs = make_inputs(range(5), seed=2)
     result = session.secure_sum("b", inputs)
     assert max_error(result.values, plain_sum(inputs, range(4))) <= result.error_bound
-    assert not any("mask_key" in kinds for kinds in session.server.revealed.values())
+    assert {client: kinds for (_, _, client), kinds in session.server.revealed.items()} == {4: {"pair_seed"}}
+    assert session.server._epoch == epoch
 
 
 def test_streaming_contributors_mask_keys_are_never_revealed_even_if_the_server_asks():

@@ -32,6 +32,7 @@ SAMPLES = {
     m.Signature: m.Signature(5, b"z" * 64),
     m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32, b"e" * 32, b"g" * 64),
     m.Complaint: m.Complaint(3, b"q" * 32),
+    m.PairSeed: m.PairSeed(4, b"p" * 32, b"o" * 64),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
 
