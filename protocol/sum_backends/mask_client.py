@@ -420,7 +420,20 @@ class MaskClient(ClientRole):
             raise self._fail(f"live set lists neighbours {sorted(unkeyed)[:8]} whose signed keys never arrived")
         if len(members) < ep.plan.min_survivors:
             raise self._fail(f"live set of {len(members)} is below min_survivors={ep.plan.min_survivors}")
+        self._masked_by_enough(ep, members)
         return members
+
+    def _masked_by_enough(self, ep: _Epoch, members: frozenset[int]) -> None:
+        """Sparse graph: refuse a live set that leaves out more than max_dropped of this client's
+        neighbours. This client masks its input with the live ones only; shown a live set without
+        them, it would send its input under its self-mask alone, and a server that then has its
+        neighbours (shown another live set, this client among the survivors) rebuild its seed would
+        read it (threat_model.md M-GRAPH-SPARSE). The same bound as what survivors accept of a
+        client's missing neighbours before revealing anything about it (_not_isolated)."""
+        missing = len(ep.graph.of(self.client_id) - members)
+        if missing > ep.plan.max_dropped:
+            raise self._fail(f"the live set leaves out {missing} of this client's neighbours, more than max_dropped="
+                             f"{ep.plan.max_dropped}: its input would be masked by too few of them")
 
     def _none_revealed(self, ep: _Epoch, members: frozenset[int]) -> None:
         """Refuse a live set that lists a client whose seed or mask-key share this client revealed

@@ -230,6 +230,11 @@ class MaskServer(ServerRole):
         index, self._next_sum = self._next_sum, self._next_sum + 1
         while True:  # 3.-4., again under new keys while nothing has been revealed and a re-key is needed
             self._require(len(self.live), self._plan.min_survivors, "remain live for a new sum")
+            thin = self._thinly_masked(set(self.live))
+            if thin is not None:  # its client would refuse the live set (mask_client._masked_by_enough): new keys first
+                self.log.append(f"round {self.round}: {thin}; re-keying before sum {spec.name!r}")
+                yield from self._key_setup(set(self.live))
+                continue
             streaming = self._plan.streams(spec)
             encoding = self.config.mask.encoding_of(spec, len(self._participants))
             live = tuple(sorted(self.live))
@@ -359,6 +364,15 @@ class MaskServer(ServerRole):
         anything else rejects its sender, and the sum goes on with the others."""
         if y is None or y.shape != acc.shape or y.dtype != acc.dtype:
             raise ProtocolError(f"input: client {client} sent {None if y is None else (y.dtype, y.shape)}, expected {(acc.dtype, acc.shape)}")
+
+    def _thinly_masked(self, live: set[int]) -> str | None:
+        """Why some live client's input would be masked by too few neighbours (sparse graph: more
+        than max_dropped of them not live since the key set-up), or None."""
+        for u in sorted(live):
+            missing = len(self._graph.of(u) - live)
+            if missing > self._plan.max_dropped:
+                return f"client {u} has {missing} neighbours no longer live, more than {self._plan.max_dropped}"
+        return None
 
     def _rekey_reason(self, live: set[int], survivors: set[int], vouchers: set[int]) -> str | None:
         """Why this sum cannot be finished without a re-key (checked before anything about it is

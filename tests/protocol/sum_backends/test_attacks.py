@@ -476,6 +476,60 @@ def test_attack_splitting_the_ring_to_learn_the_sum_of_two_clients(monkeypatch):
     defence_stops(attack, monkeypatch, MaskClient, "_not_isolated", lambda self, ep, client: None)
 
 
+def test_attack_a_live_set_without_a_clients_neighbours_then_its_seed(monkeypatch):
+    """Sparse graph, no colluders. At the first sum the server shows client 0 a live set without
+    any of its neighbours (padded with others past the survivor floor), so 0 masks its input
+    with its self-mask alone; every other client is shown everyone live. It then tells 0's
+    neighbours that 0 survived and went silent after its input: they vouch for 0 (their own sets
+    agree) and reveal shares of 0's seed, and the self-mask comes off: x_0. A client refuses a
+    live set that leaves out more than max_dropped of its neighbours (found by a colleague while
+    building the pair-seed step)."""
+    n, u = 30, 0
+    config = SecureSumConfig(backend=Backend.MASK, mask=MaskConfig(graph=GraphKind.SPARSE, degree=6,
+                             adversary=dataclasses.replace(NO_COLLUDERS, dropout_fraction=0.02)))
+
+    def attack() -> bool:
+        seen: dict = {"y": {}, "shares": {}}
+        session = local_session(config, range(n), policy=ClientPolicy.accepting(config))  # a graph this small holds against a weaker adversary only
+        session.start_round()
+        server, clients = session.server, session.clients
+        inputs = make_inputs(range(n), shapes=SHAPE)
+        for c in range(n):
+            clients[c].contribute("s", inputs[c])
+        spec = SumSpec.of("s", inputs[0])
+        encoding = server.config.mask.encoding_of(spec, n)
+        everyone = tuple(range(n))
+        shown = {c: everyone for c in everyone} | {u: tuple(c for c in everyone if c not in server._graph.of(u))}
+        others = tuple(c for c in everyone if c != u)
+
+        def steps():
+            from secure_fedgraph.protocol.sum_backends.messages import InputRequest, RecoverRequest
+
+            routed = {c: server._envelopes.routed(c) for c in everyone}
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, shown[c], tuple(e for e, _ in routed[c]),
+                                                                       tuple(k for _, k in routed[c])) for c in everyone},
+                               lambda c, r: seen["y"].__setitem__(c, r.payload.copy()))
+            if u not in seen["y"]:
+                return
+            signatures: dict[int, bytes] = {}
+            yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, everyone) for c in others},
+                               lambda c, r: signatures.__setitem__(c, r.signature))
+            offered = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
+            yield server._step(Stage.UNMASK, lambda h: {c: UnmaskRequest(h, offered) for c in others}, lambda c, r: None)
+            yield server._step(Stage.RECOVER, lambda h: {c: RecoverRequest(h, (u,), offered) for c in sorted(server._graph.of(u))},
+                               lambda c, r: seen["shares"].update({c + 1: s.value for s in r.self_seed_shares if s.owner == u}))
+
+        session.runner.run(steps())
+        if u not in seen["y"] or len(seen["shares"]) < server._plan.threshold:
+            return False
+        seed = shamir.combine(seen["shares"], threshold=server._plan.threshold)
+        y = seen["y"][u].copy()
+        MaskPRG().add_into(y, keyring.self_mask_key(seed, **server._labels(), sum_index=0), stream_id=0, sign=-1)
+        return close(encoding.decode_sum(np.ascontiguousarray(y[:-1])), inputs[u]["w"])
+
+    defence_stops(attack, monkeypatch, MaskClient, "_masked_by_enough", lambda self, ep, members: None)
+
+
 # --- C. grinding the sparse graph (M-GRAPH-SPARSE) --------------------------------------------
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secure_fedgraph.errors import DropoutError, SumAbandoned
+from secure_fedgraph.errors import DropoutError, SecureFedGraphError, SumAbandoned
 from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.sum_backends import Backend, MaskConfig, SecureSumConfig, Stage
 from tests.helpers import make_inputs, max_error, plain_sum, sparse_config
@@ -211,3 +211,33 @@ def test_sparse_neighbourhood_too_small_to_recover_abandons_the_sum_naming_the_c
     session.runner.drop = {Stage.INPUT: {0}, Stage.UNMASK: set(neighbours[:2])}
     with pytest.raises(SumAbandoned, match="client 0's mask key could not be rebuilt"):
         session.secure_sum("s", make_inputs(range(20)))
+
+
+def test_a_client_left_with_too_few_live_neighbours_gets_new_keys_before_the_next_sum(monkeypatch):
+    """Sparse graph: two of client 0's neighbours leave after the first sum (max_dropped is 1).
+    Client 0 would refuse to mask its next input with so few of them (mask_client._masked_by_enough),
+    so the server re-keys the live clients first and the sum holds client 0's input."""
+    from secure_fedgraph.protocol.sum_backends.mask_server import MaskServer
+
+    def second_sum(thin_check: bool):
+        session = local_session(sparse_config(6), range(24))
+        session.start_round()
+        if not thin_check:
+            monkeypatch.setattr(MaskServer, "_thinly_masked", lambda self, live: None)
+        gone = set(sorted(session.server._graph.of(0))[:2])
+        session.runner.drop = {Stage.DELIVER: gone}
+        session.secure_sum("s0", make_inputs(range(24)))
+        inputs = make_inputs(range(24), seed=1)
+        epoch = session.server._epoch
+        try:
+            result = session.secure_sum("s1", inputs)
+        except SecureFedGraphError:  # without the server's check: client 0 refuses, and the in-process run stops there
+            return session, None, epoch
+        assert max_error(result.values, plain_sum(inputs, result.contributors)) <= result.error_bound + 1e-12
+        return session, result, epoch
+
+    session, result, epoch = second_sum(thin_check=True)
+    assert session.server._epoch == epoch + 1 and any("re-keying before sum 's1'" in line for line in session.server.log)
+    assert 0 in result.contributors and result.contributors == frozenset(range(24)) - set(session.runner.drop[Stage.DELIVER])
+    _, unchecked, _ = second_sum(thin_check=False)
+    assert unchecked is None or 0 not in unchecked.contributors  # client 0 refused the live set: its input is lost to the sum
