@@ -8,40 +8,28 @@ never silent, as the sweep is not (secure_fedgraph/runs/sweep_progress.py).
         measure(...)          # which calls follow(server_log) once it starts the server
 
 The ticking is secure_fedgraph/ticker.py's ``every``; flower_secagg.py runs in a venv with Flower,
-which may lack this project, and gets the same lines from a stand-in.
+which may lack this project, and loads that file from the tree.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 try:
     from secure_fedgraph.runs.sweep_progress import last_line
     from secure_fedgraph.ticker import every
-except ImportError:  # flower_secagg.py's venv
+except ImportError:  # flower_secagg.py's venv: ticker.py needs only the standard library, so load it from the tree
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location("_ticker", Path(__file__).resolve().parents[1] / "secure_fedgraph" / "ticker.py")
+    _ticker = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_ticker)
+    every = _ticker.every
     last_line = None
-
-    @contextmanager
-    def every(seconds: float, say: Callable[[str], None], line: Callable[[], str]) -> Iterator[None]:
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.wait(seconds):
-                if text := line():
-                    say(text)
-
-        thread = threading.Thread(target=tick, name="ticker", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
 
 TICK_S = 30.0
 

@@ -9,21 +9,24 @@ is immutable, so no client can change another's.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
 _KEPT = 16  # distinct sets remembered: a sum has a few (live, survivors, exposed), and an epoch a few sums
 _sets: OrderedDict[frozenset[int], frozenset[int]] = OrderedDict()
+_lock = threading.Lock()  # a host's clients answer on a pool of threads
 
 
 def interned(ids: Iterable[int]) -> frozenset[int]:
     """The process's one frozenset equal to ``ids`` (a new one if none is remembered)."""
     wanted = ids if isinstance(ids, frozenset) else frozenset(ids)
-    kept = _sets.get(wanted)
-    if kept is not None:
-        _sets.move_to_end(kept)
-        return kept
-    _sets[wanted] = wanted
-    if len(_sets) > _KEPT:
-        _sets.popitem(last=False)
-    return wanted
+    with _lock:
+        kept = _sets.get(wanted)
+        if kept is not None:
+            _sets.move_to_end(kept)
+            return kept
+        _sets[wanted] = wanted
+        if len(_sets) > _KEPT:
+            _sets.popitem(last=False)
+        return wanted

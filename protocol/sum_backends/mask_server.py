@@ -368,8 +368,10 @@ class MaskServer(ServerRole):
     def _thinly_masked(self, live: set[int]) -> str | None:
         """Why some live client's input would be masked by too few neighbours (sparse graph: more
         than max_dropped of them not live since the key set-up), or None."""
-        for u in sorted(live):
-            missing = len(self._graph.of(u) - live)
+        gone = set(self._graph.participants) - live
+        near = set().union(*(self._graph.of(v) for v in gone)) & live  # only they can have lost neighbours
+        for u in sorted(near):
+            missing = len(self._graph.of(u) & gone)
             if missing > self._plan.max_dropped:
                 return f"client {u} has {missing} neighbours no longer live, more than {self._plan.max_dropped}"
         return None
