@@ -34,12 +34,14 @@ def _run(backend=Backend.PLAIN, **options):
 
 def _reference_losses(plan: NFedGNN) -> list[float]:
     """The same training written as one model: every user's W_i a slice of one (N, F, d) tensor
-    under one torch Adam (Adam is elementwise, so that is N separate Adams), dropout off."""
+    under one torch Adam (Adam is elementwise, so that is N separate Adams), dropout off. The
+    users' L2 decay is added only where their gradient is non-zero (node_user.Adam
+    ``decay_touched_only``); the server's Adam is torch's own."""
     c = plan.config
     graph = plan.load_server_data(PLANETOID_DIR)
     x = torch.stack([torch.as_tensor(plan.load_client_data(i, PLANETOID_DIR)) for i in range(graph.nodes)])
     w = torch.nn.Parameter(torch.as_tensor(initial_user_weight(c.seed, graph.features, c.latent_size)).expand(graph.nodes, -1, -1).clone())
-    users = torch.optim.Adam([w], lr=c.model_lr, weight_decay=c.weight_decay)
+    users = torch.optim.Adam([w], lr=c.model_lr)
     model = plan.server_model(graph)
     server = torch.optim.Adam(model.parameters(), lr=c.model_lr, weight_decay=c.weight_decay)
     losses = []
@@ -50,7 +52,8 @@ def _reference_losses(plan: NFedGNN) -> list[float]:
         server.zero_grad()
         loss.backward()
         server.step()
-        w.grad = torch.einsum("nf,nd->nfd", x, h.grad)  # user i's dL/dW_i = x_i^T dL/dh_i
+        grad = torch.einsum("nf,nd->nfd", x, h.grad)  # user i's dL/dW_i = x_i^T dL/dh_i
+        w.grad = grad + torch.where(grad != 0, c.weight_decay * w.detach(), 0.0)
         users.step()
         if c.user_weights == "fedavg":
             with torch.no_grad():

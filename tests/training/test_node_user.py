@@ -25,6 +25,48 @@ def test_adam_is_torchs_adam_with_l2_weight_decay():
     assert not np.allclose(ours.param, start)
 
 
+def test_touched_only_decay_is_torchs_adam_where_every_entry_has_a_gradient():
+    rng = np.random.default_rng(2)
+    start = rng.normal(size=(4, 3)).astype(np.float32)
+    plain, touched = Adam(start.copy(), lr=0.1, weight_decay=5e-4), Adam(start.copy(), lr=0.1, weight_decay=5e-4, decay_touched_only=True)
+    for _ in range(30):
+        grad = rng.normal(size=(4, 3)).astype(np.float32)
+        plain.step(grad)
+        touched.step(grad)
+    np.testing.assert_array_equal(touched.param, plain.param)
+
+
+@pytest.mark.parametrize("touched_only", [True, False])
+def test_a_user_the_training_signal_never_reaches_stays_where_it_is(touched_only):
+    """Gao et al. Sec. 3.3: a user more than two hops from every labelled node gets dL/dh_i = 0
+    and keeps its model. With L2 decay in Adam's gradient it would move a full lr step a round."""
+    x = np.zeros(30, dtype=np.float32)
+    x[[2, 9, 21]] = [0.5, 0.25, 0.25]
+    w0 = np.random.default_rng(3).normal(size=(30, 4)).astype(np.float32)
+    user = NodeUser(x, w0, lr=0.1, weight_decay=5e-4, dropout=0.5)
+    user.optimiser.decay_touched_only = touched_only
+    for r in range(20):
+        user.latent(np.random.default_rng(r).random(30))
+        user.step(np.zeros(4, dtype=np.float32))
+    moved = float(np.abs(user.weight - w0[[2, 9, 21]]).max())
+    if touched_only:
+        assert moved == 0.0
+    else:
+        assert moved > 0.5  # twenty steps of about lr each, from decay alone
+
+
+def test_decay_reaches_only_the_rows_this_steps_dropout_kept():
+    x = np.zeros(10, dtype=np.float32)
+    x[[1, 4]] = [0.5, 0.5]
+    w0 = np.ones((10, 2), dtype=np.float32)
+    user = NodeUser(x, w0, lr=0.1, weight_decay=5e-4, dropout=0.5)
+    keep_row_1 = np.full(10, 0.9)
+    keep_row_1[4] = 0.1  # row 4's feature is dropped this step: no gradient reaches it
+    user.latent(keep_row_1)
+    user.step(np.array([1.0, -1.0], dtype=np.float32))
+    assert not np.allclose(user.weight[0], 1.0) and np.array_equal(user.weight[1], [1.0, 1.0])
+
+
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
 def test_keeping_only_the_used_rows_is_exact(dropout):
     rng = np.random.default_rng(1)
@@ -42,7 +84,7 @@ def test_keeping_only_the_used_rows_is_exact(dropout):
         sparse.step(grad)
         full.step(grad)
     np.testing.assert_allclose(sparse.weight, full.weight[[3, 17, 29]], rtol=1e-5, atol=1e-6)
-    assert not np.allclose(full.weight[0], w0[0])  # weight decay moved the unused rows, which never reach h_i
+    np.testing.assert_array_equal(full.weight[0], w0[0])  # no gradient ever reaches the unused rows: decay leaves them be
     with pytest.raises(RuntimeError, match="only the rows"):
         sparse.full_weight()
     with pytest.raises(RuntimeError, match="without a training latent"):
