@@ -20,8 +20,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                 "uploaded latents h_i; fedavg-gru: distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
                                 "calibrating its multiplier) and seed, each in its own process "
                                 "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
-                                "budget (cnfgnn, fedavg-gru), and write OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png (the test metric against epsilon, "
-                                "log-scaled). Every run's folder is under OUT/points/. Exit status 1 if a run failed.")
+                                "budget (cnfgnn, fedavg-gru: compare's method; nfedgnn: the PyG model on the whole graph, as many epochs as rounds), and write "
+                                "OUT/sweep.csv, OUT/sweep.md (which also says which neighbouring points overlap within the seeds' spread) "
+                                "and OUT/sweep.png (the test metric against epsilon, log-scaled, the seeds' spread as a band). Every run's "
+                                "folder is under OUT/points/. Exit status 1 if a run failed.")
     sweep.add_argument("plan", help="plan name: cnfgnn, nfedgnn or fedavg-gru")
     points = sweep.add_mutually_exclusive_group(required=True)
     points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
@@ -69,7 +71,7 @@ def _sweep(args: argparse.Namespace) -> int:
                  *(("--dataset", args.dataset) if args.dataset is not None else ()), "--backend", args.backend]
     options = SweepOptions(plan=args.plan, sigmas=tuple(args.sigmas or ()), epsilons=tuple(args.epsilons or ()), seeds=tuple(args.seeds),
                            jobs=args.jobs, out=Path(args.out),
-                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows", "dataset")},
+                           run_options=tuple(forwarded), budget={k: getattr(plan.config, k, None) for k in ("rounds", "sensors", "max_windows", "dataset", "model")},
                            data_dir=args.data_dir, centralised=not args.no_centralised, attacks=args.attacks)
     folder, failures = sweep(options, say=print)
     for line in failures:

@@ -36,6 +36,9 @@ class Windows:
     stride_option: str | None = None
 
 
+PYG_CENTRALISED = "pyg-centralised"  # nFedGNN's reference: the PyG model on the whole graph, every feature in one place
+
+
 @dataclass(frozen=True)
 class PlanEntry:
     """One plan's registration (reading it imports nothing).
@@ -54,7 +57,8 @@ class PlanEntry:
         attacked: whether the audit attacks its uploads (secure_fedgraph/audit/attacks/: what
             ``sweep --attacks`` draws per epsilon).
         centralised_method: the centralised baseline a sweep draws beside it (runs/comparison.py's
-            method names; None: none).
+            method names, or ``PYG_CENTRALISED``: runs/node_centralised.py's whole-graph PyG GCN or
+            GAT; None: none).
         windows: the input and output windows of a forecasting plan (None: it cuts none).
     """
 
@@ -100,7 +104,7 @@ ENTRIES: tuple[PlanEntry, ...] = (
     PlanEntry("nfedgnn", "secure_fedgraph.papers.nfedgnn", "NFedGNN", "planetoid",
               why_not_resumable="each user's W_i and Adam state and the server's model and Adam state are not saved at round "
                                 "boundaries, and a redone round would upload every h_i again with fresh noise (a second DP release)",
-              privacy_option="dp_sigma", calibrates=True, attacked=True),
+              privacy_option="dp_sigma", calibrates=True, attacked=True, centralised_method=PYG_CENTRALISED),
 )
 _BY_NAME = {entry.name: entry for entry in ENTRIES}
 _BY_CLASS = {entry.cls: entry for entry in ENTRIES}

@@ -21,13 +21,23 @@ Per round r (comments "A1 n" number Algorithm 1's lines, which the paper's text 
   A1 9    scatters dL/dh_i to each user;
   A1 11-12 each user steps its own Adam on dL/dW_i = drop(x_i)^T dL/dh_i.
   FedAvg  (``user_weights="fedavg"``; with ``laplacian=0`` it is the paper's CNFGNN-adapted
-          baseline) every user then contributes W_i to a secure sum and loads the average.
+          baseline, Sec. 4.1: "the server averaging the received local models") every user then
+          contributes W_i to a secure sum and loads the average.
+  FedSGD  (``user_weights="fedsgd"``; a correct federated optimisation of one shared W) instead
+          of A1 11-12 every user contributes its dL/dW_i to a secure sum, and every user takes
+          the same Adam step on the sum, the gradient of the whole loss: the users hold one W,
+          the centralised model's first layer. Its W^(0) is shared too: the run seed's, or with
+          users' own randomness the sum of their own Glorot draws over sqrt(N) (one secure sum
+          before round 0), which has Glorot's variance and which no user chose alone.
 After the last round every user uploads x_i W_i once more for the final evaluation.
 
 Why per-user W_i by default: the paper's users keep their own W_i, and the Laplacian term is
 what ties them together (Section 3.4: a labelled user's model fits its own vector; the term
 makes neighbours' latents agree). FedAvg'ing W_i instead costs F x d values per user and round
-and shows the server the average model; it is offered as ``user_weights="fedavg"``.
+and shows the server the average model; it is offered as ``user_weights="fedavg"``. Averaging
+each user's own Adam step divides a row's movement by the share of users whose features touch
+it (on Cora about 1 in 80), so the averaged W hardly moves; ``"fedsgd"`` is the same
+communication done right (docs/papers/nfedgnn.md, "The baseline").
 
 Deviations and choices the paper leaves open (research/papers-code-facts.md section 2): the
 Laplacian is the unnormalised one on the received latents, computed by the server (which has
@@ -65,7 +75,7 @@ from secure_fedgraph.training.node_user import NodeUser, glorot_from_uniforms, g
 from secure_fedgraph.validation import positive, positive_number
 
 DATASET_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}  # one user per node
-USER_WEIGHTS = ("own", "fedavg")
+USER_WEIGHTS = ("own", "fedavg", "fedsgd")
 USER_RANDOMNESS = ("private", "run_seed")
 
 
@@ -79,7 +89,9 @@ class NFedGNNConfig(DPOptions):
         users: the first ``users`` nodes and the subgraph among them (None: every node); small runs.
         rounds: FL rounds (200).
         laplacian: lambda of eq. 7 (0: nFedGNN without the regulariser).
-        user_weights: "own" (each user's private W_i) or "fedavg" (averaged every round through a secure sum).
+        user_weights: "own" (each user's private W_i), "fedavg" (each user's own Adam step, then the W_i averaged
+            through a secure sum: the paper's CNFGNN-adapted baseline) or "fedsgd" (the users' dL/dW_i summed
+            through a secure sum, one shared Adam step on the sum: one shared W, the centralised first layer).
         hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``).
         user_lr: the users' Adam learning rate on their W_i (None: ``lr``, as the paper's one rate).
         eval_every: rounds between evaluations (each costs one more latent per user, and with DP one more release).
@@ -263,8 +275,18 @@ class NFedGNN(Plan):
             return build_model(c.model, features=graph.features, classes=graph.classes, hidden=c.hidden, heads=c.heads,
                                dropout=c.model_dropout, split=True)
 
-    def weights_spec(self, features: int) -> SumSpec:
-        return SumSpec("W", (TensorSpec("W", (features, self.config.latent_size)),))
+    def weights_spec(self, features: int, name: str = "W") -> SumSpec:
+        return SumSpec(name, (TensorSpec("W", (features, self.config.latent_size)),))
+
+    @property
+    def weights_sum(self) -> str:
+        """The name of a round's secure sum of the users' weights (fedavg) or weight gradients (fedsgd)."""
+        return "W" if self.config.user_weights == "fedavg" else "dL/dW"
+
+    @property
+    def shares_initial_sum(self) -> bool:
+        """Whether the users agree a shared W^(0) through a secure sum first (fedsgd with their own randomness)."""
+        return self.config.user_weights == "fedsgd" and not self.seeded_randomness
 
     # -- server -------------------------------------------------------------------------------
 
@@ -273,10 +295,13 @@ class NFedGNN(Plan):
         graph: LabelledGraph = ctx.data
         model = self.server_model(graph)
         optimiser = torch.optim.Adam(model.parameters(), lr=c.model_lr, weight_decay=c.weight_decay)
-        fedavg = c.user_weights == "fedavg"
+        summing = c.user_weights != "own"
         history: list[dict[str, Any]] = []
         for r in range(c.rounds):
-            yield from ctx.start_round(r, keys=fedavg)  # per-user W_i: no secure sum, no key set-up
+            yield from ctx.start_round(r, keys=summing)  # per-user W_i: no secure sum, no key set-up
+            if r == 0 and self.shares_initial_sum:
+                with ctx.phase("fedsgd"):
+                    yield from ctx.secure_sum(self.weights_spec(graph.features, "W0"))
             evaluating = self.evaluates(r)
             with ctx.phase("latents"):  # A1 5-6
                 names = ("h", "h_eval") if evaluating else ("h",)
@@ -297,12 +322,13 @@ class NFedGNN(Plan):
             grad = h.grad.numpy()
             with ctx.phase("gradients"):
                 yield from ctx.scatter("dL/dh", {i: {"grad": grad[i : i + 1]} for i in received})  # A1 9
-            if fedavg:
-                with ctx.phase("fedavg"):
+            if summing:
+                with ctx.phase(c.user_weights):
                     try:
-                        row["averaged"] = len((yield from ctx.secure_sum(self.weights_spec(graph.features))).contributors)
+                        row["averaged" if c.user_weights == "fedavg" else "summed"] = len(
+                            (yield from ctx.secure_sum(self.weights_spec(graph.features, self.weights_sum))).contributors)
                     except SumAbandoned:
-                        row["averaged"] = 0
+                        row["averaged" if c.user_weights == "fedavg" else "summed"] = 0
             row.update(train_loss=float(loss.detach()), task_loss=float(task.detach()))
             history.append(row)
             ctx.report(r, **{k: v for k, v in row.items() if k != "round" and v is not None})
@@ -333,9 +359,9 @@ class NFedGNN(Plan):
 
     def paper_table1_mib(self, users: int, features: int) -> float:
         """Table 1's count: MiB of float32 over the run's rounds for all users: the training
-        latents, plus each user's F x d weights for the FedAvg'ed (CNFGNN-adapted) variant."""
+        latents, plus each user's F x d weights (or weight gradients) for the summed variants."""
         c = self.config
-        per_user = c.latent_size + (features * c.latent_size if c.user_weights == "fedavg" else 0)
+        per_user = c.latent_size + (features * c.latent_size if c.user_weights != "own" else 0)
         return users * per_user * 4 * c.rounds / 2**20
 
     # -- user ---------------------------------------------------------------------------------
@@ -360,17 +386,27 @@ class NFedGNN(Plan):
     def client(self, ctx: ClientContext):
         c = self.config
         x = ctx.data
-        fedavg = c.user_weights == "fedavg"
         draws = self.user_draws(ctx)
         user = NodeUser(x, self.initial_weight(draws, x.shape[0]), lr=c.users_lr, weight_decay=c.weight_decay, dropout=c.model_dropout,
-                        all_rows=fedavg)
+                        all_rows=c.user_weights != "own")
         hook = self.privacy_hook(ctx)
+        if self.shares_initial_sum:  # one W^(0) for all, drawn by all: sum / sqrt(N) keeps Glorot's variance
+            total = yield ctx.secure_sum("W0", {"W": user.full_weight()})
+            user.load_weight(total.values["W"] / np.sqrt(len(total.contributors)))
         for r in range(c.rounds):
             tensors = {"h_eval": user.latent()[None]} if self.evaluates(r) else {}
             tensors["h"] = user.latent(draws(x.shape[0], "dropout", r))[None]
             yield ctx.upload("h", tensors, hook)  # A1 5-6
-            user.step((yield ctx.receive("dL/dh"))["grad"][0])  # A1 11-12
-            if fedavg:
+            grad = (yield ctx.receive("dL/dh"))["grad"][0]
+            if c.user_weights == "fedsgd":
+                try:
+                    total = yield ctx.secure_sum("dL/dW", {"W": user.weight_gradient(grad)})
+                    user.step_on(total.values["W"])
+                except SumAbandoned:
+                    pass  # the server gave this round's sum up: no step, so W stays shared
+                continue
+            user.step(grad)  # A1 11-12
+            if c.user_weights == "fedavg":
                 try:
                     total = yield ctx.secure_sum("W", {"W": user.full_weight()})
                     user.load_weight(total.values["W"] / len(total.contributors))

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def command(*args: str) -> list[str]:
-    """The command line of a ``secure-fedgraph`` child process."""
-    return [sys.executable, "-P", "-m", "secure_fedgraph", *args]
+def command(*args: str, module: str = "secure_fedgraph") -> list[str]:
+    """The command line of a ``secure-fedgraph`` child process (or of another of the package's
+    ``python -m`` modules)."""
+    return [sys.executable, "-P", "-m", module, *args]
 
 
 def id_ranges(n: int, parts: int) -> list[str]:

@@ -36,7 +36,7 @@ from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.runs import sweep_progress
 from secure_fedgraph.runs.sweep_progress import RunningPoints
 from secure_fedgraph.ticker import every
-from secure_fedgraph.papers import plan_entry, plans_where
+from secure_fedgraph.papers import PYG_CENTRALISED, plan_entry, plans_where
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
@@ -54,7 +54,7 @@ class SweepOptions:
         jobs: points running at once (each a process).
         out: the sweep folder (``points/`` holds every run folder).
         run_options: command-line options every ``run`` gets (``--rounds``, ``--set``, ``--backend``, ...).
-        budget: the plan's ``rounds``, ``sensors``, ``max_windows`` and ``dataset`` (the centralised reference's budget).
+        budget: the plan's ``rounds``, ``sensors``, ``max_windows``, ``dataset`` and ``model`` (the centralised reference's budget).
         data_dir: data folder for every point.
         centralised: also run the centralised reference (where the plan has one).
         attacks: also audit every private and non-private run (its transcripts, the leakage
@@ -121,12 +121,25 @@ class Point:
         return f"{self.kind}{setting} seed={self.seed}"
 
 
-def _cli(*args: str) -> tuple[str, ...]:
+def _cli(*args: str, module: str = "secure_fedgraph") -> tuple[str, ...]:
     """A point's command: the one launcher's (``python -P``: a checkout's own folder in the
     current directory must not shadow the installed package)."""
     from secure_fedgraph.runs.launch import command
 
-    return tuple(command(*args))
+    return tuple(command(*args, module=module))
+
+
+def _centralised(method: str, options: SweepOptions, seed: int, folder: Path, data: tuple[str, ...]) -> tuple[str, ...]:
+    """The centralised reference's command at the sweep's budget: ``compare --methods METHOD``,
+    or for nFedGNN the whole-graph PyG model (runs/node_centralised.py) for as many epochs as rounds."""
+    budget = options.budget
+    if method == PYG_CENTRALISED:
+        return _cli("--dataset", budget.get("dataset") or "Cora", "--model", budget.get("model") or "gcn", f"--epochs={budget['rounds']}",
+                    f"--seed={seed}", "--out", str(folder), *data, module="secure_fedgraph.runs.node_centralised")
+    flags = [f"--epochs={budget['rounds']}", f"--seed={seed}", "--device=cpu"]
+    flags += [f"--{k.replace('_', '-')}={budget[k]}" for k in ("sensors", "max_windows") if budget.get(k) is not None]
+    flags += [f"--dataset={budget['dataset']}"] if budget.get("dataset") not in (None, "metr-la") else []
+    return _cli("compare", "--methods", method, "--out", str(folder), *flags, *data)
 
 
 def points(options: SweepOptions) -> list[Point]:
@@ -141,10 +154,7 @@ def points(options: SweepOptions) -> list[Point]:
         method = plan_entry(options.plan).centralised_method
         if options.centralised and method is not None:
             folder = options.out / "points" / f"centralised-seed{seed}"
-            budget = [f"--epochs={options.budget['rounds']}", f"--seed={seed}", "--device=cpu"]
-            budget += [f"--{k.replace('_', '-')}={options.budget[k]}" for k in ("sensors", "max_windows") if options.budget.get(k) is not None]
-            budget += [f"--dataset={options.budget['dataset']}"] if options.budget.get("dataset") not in (None, "metr-la") else []
-            out.append(Point("centralised", None, seed, folder, _cli("compare", "--methods", method, "--out", str(folder), *budget, *data)))
+            out.append(Point("centralised", None, seed, folder, _centralised(method, options, seed, folder, data)))
         for sigma in options.sigmas:
             folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"
             out.append(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
@@ -174,7 +184,7 @@ def read_point(point: Point) -> dict[str, Any]:
     """One CSV row from a finished point's metrics (``metrics.json``, or ``comparison.json`` for the centralised reference)."""
     import json
 
-    if point.kind == "centralised":
+    if point.kind == "centralised" and (point.folder / "comparison.json").exists():
         row = json.loads((point.folder / "comparison.json").read_text())["rows"][0]
         metrics = {**row["details"], "test_rmse": row["test_rmse"], "seconds": row["seconds"]}
     else:
@@ -299,12 +309,38 @@ def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
     lines.append(f"\n{options.plan}, {name} ({better}); epsilon per client (the largest over clients; RDP is the run's guarantee, "
                  "PRV where the run reports it), mean ± sd over seeds; "
                  f"options {' '.join(options.run_options) or '(defaults)'}.")
+    lines.extend(["", *overlaps(rows, options)])
     return "\n".join(lines) + "\n"
 
 
+def _spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample sd (0 for one seed)."""
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def overlaps(rows: Sequence[dict[str, Any]], options: SweepOptions) -> list[str]:
+    """Which neighbouring points of the curve (most private first, then no noise) the seeds
+    cannot tell apart: their mean ± sd intervals overlap. A curve whose every neighbour overlaps
+    shows no trade-off at this budget, whatever its means suggest."""
+    groups = [(label, [r["value"] for r in mine]) for label, mine in _settings(rows, options)]
+    groups += [("no noise", values)] if (values := [r["value"] for r in rows if r["kind"] == "non-private"]) else []
+    out = []
+    for (a, va), (b, vb) in zip(groups, groups[1:]):
+        (ma, sa), (mb, sb) = _spread(va), _spread(vb)
+        same = abs(ma - mb) <= sa + sb
+        out.append(f"- {a} and {b}: {'overlap within their spread' if same else 'apart'} "
+                   f"(means {ma:.3f} and {mb:.3f}, |difference| {abs(ma - mb):.3f} {'<=' if same else '>'} sd sum {sa + sb:.3f})")
+    if len(groups) > 1:
+        first, last = _spread(groups[0][1]), _spread(groups[-1][1])
+        apart = abs(first[0] - last[0]) > first[1] + last[1]
+        out.append(f"- the noisiest point and {groups[-1][0]}: {'apart' if apart else 'within their spread: no trade-off shown at this budget'}")
+    return out
+
+
 def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> None:
-    """``path``: the metric against epsilon (log x), one marker per seed, the means joined, the
-    non-private and centralised means as horizontal lines."""
+    """``path``: the metric against epsilon (log x), one marker per seed, the means joined with
+    the seeds' spread (mean ± sd) as a band, the non-private and centralised means as
+    horizontal lines with their spread shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,21 +349,26 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
     private = [r for r in rows if r["kind"] == "private" and math.isfinite(float(r["epsilon"]))]
     metric = rows[0]["metric"] if rows else "test_rmse"
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    finite = {id(r) for r in private}
+    means = sorted((statistics.mean(float(r["epsilon"]) for r in mine), *_spread([r["value"] for r in mine]), label)
+                   for label, all_mine in _settings(rows, options) if (mine := [r for r in all_mine if id(r) in finite]))
+    if means:  # the means joined, the seeds' spread (mean ± sd at each setting) as a band
+        ax.fill_between([m[0] for m in means], [m[1] - m[2] for m in means], [m[1] + m[2] for m in means], color="C0", alpha=0.2,
+                        linewidth=0, label="mean ± sd over seeds")
+        ax.plot([m[0] for m in means], [m[1] for m in means], color="C0", linewidth=1)
+        for eps, value, _, label in means:
+            ax.annotate(label, (eps, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
     for i, seed in enumerate(options.seeds):
         mine = [r for r in private if r["seed"] == seed]
         ax.scatter([float(r["epsilon"]) for r in mine], [r["value"] for r in mine], marker=MARKERS[i % len(MARKERS)], color="C0",
                    alpha=0.8, label=f"seed {seed}")
-    finite = {id(r) for r in private}
-    means = sorted((statistics.mean(float(r["epsilon"]) for r in mine), statistics.mean(r["value"] for r in mine), label)
-                   for label, all_mine in _settings(rows, options) if (mine := [r for r in all_mine if id(r) in finite]))
-    if means:
-        ax.plot([m[0] for m in means], [m[1] for m in means], color="C0", linewidth=1)
-        for eps, value, label in means:
-            ax.annotate(label, (eps, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
     for kind, color, label in (("non-private", "C2", "non-private (no noise)"), ("centralised", "C3", "centralised")):
         mine = [r["value"] for r in rows if r["kind"] == kind]
         if mine:
-            ax.axhline(statistics.mean(mine), color=color, linestyle="--", linewidth=1, label=label)
+            mean, sd = _spread(mine)
+            ax.axhline(mean, color=color, linestyle="--", linewidth=1, label=label)
+            if sd:
+                ax.axhspan(mean - sd, mean + sd, color=color, alpha=0.12, linewidth=0)
     ax.set_xscale("log")
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
     ax.set_xlabel(f"epsilon per client (delta {delta})")

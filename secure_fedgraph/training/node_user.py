@@ -108,12 +108,23 @@ class NodeUser:
             self._input = values
         return values @ self.weight
 
-    def step(self, grad: np.ndarray) -> None:
-        """One Adam step with dL/dW_i = drop(x_i)^T dL/dh_i (the last training latent's input)."""
+    def weight_gradient(self, grad: np.ndarray) -> np.ndarray:
+        """dL/dW_i = drop(x_i)^T dL/dh_i (its held rows) for the last training latent, without
+        stepping: what a FedSGD round sums over users."""
         if self._input is None:
-            raise RuntimeError("step() without a training latent() before it")
-        self.optimiser.step(np.outer(self._input, np.asarray(grad, dtype=np.float32)))
+            raise RuntimeError("a step without a training latent() before it")
+        gradient = np.outer(self._input, np.asarray(grad, dtype=np.float32))
         self._input = None
+        return gradient
+
+    def step(self, grad: np.ndarray) -> None:
+        """One Adam step on this user's own dL/dW_i, from the server's dL/dh_i."""
+        self.optimiser.step(self.weight_gradient(grad))
+
+    def step_on(self, weight_gradient: np.ndarray) -> None:
+        """One Adam step on a gradient of the whole W (F, d), e.g. the users' summed gradients
+        (FedSGD: every user takes the same step from the same state, so W stays shared)."""
+        self.optimiser.step(np.asarray(weight_gradient, dtype=np.float32)[self.rows])
 
     def full_weight(self) -> np.ndarray:
         """W_i as (F, d) (FedAvg: every row is held)."""

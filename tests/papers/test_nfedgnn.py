@@ -53,6 +53,8 @@ def _reference_losses(plan: NFedGNN) -> list[float]:
         loss.backward()
         server.step()
         grad = torch.einsum("nf,nd->nfd", x, h.grad)  # user i's dL/dW_i = x_i^T dL/dh_i
+        if c.user_weights == "fedsgd":  # every user steps on the sum of all users' gradients
+            grad = grad.sum(0, keepdim=True).expand_as(grad)
         w.grad = grad + torch.where(grad != 0, c.weight_decay * w.detach(), 0.0)
         users.step()
         if c.user_weights == "fedavg":
@@ -62,7 +64,7 @@ def _reference_losses(plan: NFedGNN) -> list[float]:
     return losses
 
 
-@pytest.mark.parametrize("model,user_weights,users", [("gcn", "own", 160), ("gat", "own", 150), ("gcn", "fedavg", 150)])
+@pytest.mark.parametrize("model,user_weights,users", [("gcn", "own", 160), ("gat", "own", 150), ("gcn", "fedavg", 150), ("gcn", "fedsgd", 150)])
 def test_rounds_equal_the_split_model_trained_directly(model, user_weights, users):
     config = NFedGNNConfig(users=users, rounds=3, model=model, user_weights=user_weights, dropout=0.0, laplacian=0.01,
                            user_randomness="run_seed")  # every user starts from the seeded W^(0), as the reference does
@@ -239,3 +241,19 @@ def test_a_target_epsilon_calibrates_dp_sigma_on_the_planned_releases():
         plan.calibrated(4.0, option="dpsgd_sigma")
     with pytest.raises(ConfigError, match="leave it out"):
         calibrated.calibrated(4.0)
+
+
+def test_fedsgd_users_drawing_their_own_w0_start_from_one_shared_glorot_scaled_sum(monkeypatch):
+    """user_weights=fedsgd needs one W: with the users' own randomness (the default) it is the
+    sum of their Glorot draws over sqrt(N), the same for every user and of Glorot's spread."""
+    from secure_fedgraph.training.node_user import NodeUser
+
+    loaded = []
+    original = NodeUser.load_weight
+    monkeypatch.setattr(NodeUser, "load_weight", lambda self, weight: (loaded.append(np.array(weight)), original(self, weight))[1])
+    result = _run(users=120, rounds=2, user_weights="fedsgd")
+    assert len(loaded) == 120 and all(np.array_equal(w, loaded[0]) for w in loaded)
+    glorot_sd = (6.0 / (1433 + 16)) ** 0.5 / 3**0.5
+    assert 0.9 * glorot_sd < float(loaded[0].std()) < 1.1 * glorot_sd
+    assert [row["summed"] for row in result.metrics["rounds"]] == [120, 120]
+    assert result.metrics["rounds"][1]["train_loss"] < result.metrics["rounds"][0]["train_loss"]

@@ -81,16 +81,42 @@ def test_a_sweep_with_attacks_audits_every_run_and_draws_the_attacks_against_eps
 
 
 @needs_planetoid
-def test_an_nfedgnn_sweep_reads_test_accuracy_and_the_users_epsilon(tmp_path):
+def test_an_nfedgnn_sweep_reads_test_accuracy_the_users_epsilon_and_draws_the_whole_graph_model(tmp_path):
     """`sweep nfedgnn --sigmas S`: the latents' noise (its registered privacy_option), test accuracy as the
-    metric, epsilon per user's feature vector; no centralised reference is drawn for it."""
+    metric, epsilon per user's feature vector; its centralised reference is the PyG model on the
+    whole graph (runs/node_centralised.py) for as many epochs as the sweep has rounds."""
     out = tmp_path / "sweep"
     assert main(["sweep", "nfedgnn", "--sigmas", "2", "--rounds", "1", "--set", "eval_every=2", "--set", "dp_clip=0.05", "--jobs", "2",
                  "--data-dir", str(PLANETOID_DIR), "--out", str(out)]) == 0
     rows = list(csv.DictReader((out / "sweep.csv").open()))
-    assert [(r["kind"], r["metric"]) for r in rows] == [("non-private", "test_acc"), ("private", "test_acc")]
+    assert [(r["kind"], r["metric"]) for r in rows] == [("non-private", "test_acc"), ("centralised", "test_acc"), ("private", "test_acc")]
     metrics = json.loads((out / "points" / "sigma-2-seed0" / "metrics.json").read_text())
-    assert float(rows[1]["value"]) == metrics["test_acc"] and metrics["config"]["config"]["dp_sigma"] == 2
+    assert float(rows[2]["value"]) == metrics["test_acc"] and metrics["config"]["config"]["dp_sigma"] == 2
     assert metrics["privacy"]["unit"] == USER_FEATURES.description
     assert set(metrics["privacy"]["releases_per_client"].values()) == {3}  # round 0's h and h_eval, the final h_eval
-    assert float(rows[1]["epsilon"]) == metrics["privacy"]["epsilon_max"] > 0
+    assert float(rows[2]["epsilon"]) == metrics["privacy"]["epsilon_max"] > 0
+    centralised = json.loads((out / "points" / "centralised-seed0" / "metrics.json").read_text())
+    assert float(rows[1]["value"]) == centralised["test_acc"] and centralised["dataset"] == "Cora"
+    assert centralised["config"]["model"] == "gcn" and centralised["config"]["epochs"] == 1 and len(centralised["rounds"]) == 1
+    assert "centralised (pyg-centralised)" in (out / "sweep.md").read_text()
+
+
+def test_the_table_says_which_neighbouring_points_the_seeds_cannot_tell_apart():
+    from pathlib import Path
+
+    from secure_fedgraph.runs.sweep import SweepOptions, overlaps
+
+    def row(kind, sigma, value):
+        return {"kind": kind, "sigma": sigma, "target_epsilon": "", "value": value}
+
+    rows = [row("private", 4.0, 0.20), row("private", 4.0, 0.30),  # 0.25 ± 0.071
+            row("private", 2.0, 0.30), row("private", 2.0, 0.36),  # 0.33 ± 0.042: overlaps sigma 4
+            row("private", 1.0, 0.60), row("private", 1.0, 0.62),  # 0.61 ± 0.014: apart from sigma 2
+            row("non-private", "", 0.62), row("non-private", "", 0.64)]
+    lines = overlaps(rows, SweepOptions(plan="nfedgnn", out=Path("unused"), sigmas=(4.0, 2.0, 1.0)))
+    assert lines[0].startswith("- σ=4 and σ=2: overlap within their spread")
+    assert lines[1].startswith("- σ=2 and σ=1: apart")
+    assert lines[2].startswith("- σ=1 and no noise: overlap within their spread")
+    assert lines[3] == "- the noisiest point and no noise: apart"
+    flat = [row("private", 4.0, 0.5), row("private", 4.0, 0.7), row("non-private", "", 0.6), row("non-private", "", 0.62)]
+    assert overlaps(flat, SweepOptions(plan="nfedgnn", out=Path("unused"), sigmas=(4.0,)))[-1].endswith("no trade-off shown at this budget")
