@@ -3,9 +3,10 @@
 # metrics land in results/nfedgnn/<dataset>/<model>-<method>-s<seed>/metrics.json.
 # Usage: results/nfedgnn/run.sh [PARALLEL] [DATASET...]   from the repository root, with the
 # Planetoid files in ../shared/data/planetoid. Per dataset (Cora CiteSeer) and model (MODELS,
-# default "gcn gat"): centralised PyG, nFedGNN without and with the Laplacian term, and the
-# CNFGNN-adapted baseline (users FedAvg their W_i; GCN only: GAT's F x 128 weights per user
-# make 2,708 users' Adam states 12 GB), 3 seeds each, 200 rounds, in-process.
+# default "gcn gat"): centralised PyG, nFedGNN without and with the Laplacian term, the
+# CNFGNN baseline as the paper adapts it (each user's own Adam step, then the W_i averaged) and
+# one shared W trained by FedSGD (the users' gradients summed); the last two GCN only: GAT's
+# F x 128 weights per user make 2,708 users' Adam states 12 GB. 3 seeds each, 200 rounds, in-process.
 # ONLY=REGEX runs just the commands that match, SKIP=REGEX leaves out those that match; finished
 # runs are skipped. The users start from the seeded W^(0) (user_randomness=run_seed: the
 # centralised model's start, and reproducible by seed; the secure default draws each user's own). Each run uses one OpenMP thread (OMP_NUM_THREADS, unless set): several runs
@@ -33,6 +34,7 @@ commands() {
         fed "$dataset" "$model" "nfedgnn-lap-s$seed" --set seed=$seed --set laplacian="$(lambda "$dataset" "$model")"
         if [ "$model" = gcn ]; then
           fed "$dataset" "$model" "cnfgnn-s$seed" --set seed=$seed --set user_weights=fedavg
+          fed "$dataset" "$model" "fedsgd-s$seed" --set seed=$seed --set user_weights=fedsgd
         fi
       done
     done

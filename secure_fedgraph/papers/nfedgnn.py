@@ -44,7 +44,10 @@ Laplacian is the unnormalised one on the received latents, computed by the serve
 them all); users row-normalise their own x_i (as Kipf and Welling, and DGL, do); each user
 draws its own Glorot W_i^(0) and dropout masks from its own randomness (``user_randomness``:
 the server cannot regenerate them, NF-INIT; ``run_seed`` gives every user the seeded W^(0), the
-centralised model's start, which the server can compute too); weight decay is 5e-4 on both sides (the paper's value did not survive its text); evaluation
+centralised model's start, which the server can compute too); weight decay is 5e-4 on both
+sides (the paper's value did not survive its text), a user's only on the entries its gradient
+reaches that round (Sec. 3.3: users the training signal does not reach keep their models;
+torch's L2-in-Adam would move them a full lr step a round on decay alone); evaluation
 uses a separate dropout-free latent; dL/dh_i is of the loss over all labelled nodes (the mean
 cross-entropy), not per user. With DP the server's gradient is taken at the noised h_i and
 applied to the clean one (the noise is additive).
@@ -92,7 +95,8 @@ class NFedGNNConfig(DPOptions):
         user_weights: "own" (each user's private W_i), "fedavg" (each user's own Adam step, then the W_i averaged
             through a secure sum: the paper's CNFGNN-adapted baseline) or "fedsgd" (the users' dL/dW_i summed
             through a secure sum, one shared Adam step on the sum: one shared W, the centralised first layer).
-        hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``).
+        hidden / heads / dropout / lr / weight_decay: the model's (None: the paper's for ``model``); a user applies
+            weight_decay only to the entries of W_i its gradient reaches that round (training/node_user.py).
         user_lr: the users' Adam learning rate on their W_i (None: ``lr``, as the paper's one rate).
         eval_every: rounds between evaluations (each costs one more latent per user, and with DP one more release).
         dp_sigma / dp_clip / dp_delta: Gaussian noise multiplier on each uploaded h_i (0: none), its L2 clip, and delta

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from secure_fedgraph.runs.fedrel_report import _mean_sd  # mean ± sd over seeds, as FedRel's table writes it
 
-RUN = re.compile(r"^(?P<model>gcn|gat)-(?P<method>centralised|nfedgnn-lap|nfedgnn|cnfgnn)-s(?P<seed>\d+)$")
+RUN = re.compile(r"^(?P<model>gcn|gat)-(?P<method>centralised|nfedgnn-lap|nfedgnn|cnfgnn|fedsgd)-s(?P<seed>\d+)$")
 METHODS = {"centralised": "centralised (PyG, all features in one place)", "nfedgnn-lap": "nFedGNN, with the Laplacian term",
-           "nfedgnn": "nFedGNN, without the Laplacian term", "cnfgnn": "CNFGNN-adapted (users FedAvg W_i)"}
+           "nfedgnn": "nFedGNN, without the Laplacian term", "fedsgd": "one shared W, the users' gradients summed (FedSGD)",
+           "cnfgnn": "CNFGNN, as the paper adapts it (each user's own Adam step, the W_i averaged)"}
 # Table 1 of the paper: MB (MiB, float32) over 200 rounds; its CNFGNN column did not survive the text
 PAPER_TABLE1 = {("Cora", "gcn"): 34.06, ("Cora", "gat"): 264.45, ("CiteSeer", "gcn"): 40.61, ("CiteSeer", "gat"): 324.90}
 
@@ -45,7 +46,7 @@ def table(runs: dict[tuple[str, str, str], list[dict]]) -> str:
         seeds = runs[(dataset, model, method)]
         lam = seeds[0].get("laplacian", "")
         mib = f"{seeds[0]['paper_table1_mib']:.2f}" if "paper_table1_mib" in seeds[0] else ""
-        paper = PAPER_TABLE1.get((dataset, model), "") if method.startswith("nfedgnn") else ("not in the text" if method == "cnfgnn" else "")
+        paper = PAPER_TABLE1.get((dataset, model), "") if method.startswith("nfedgnn") else ("not in the text" if method in ("cnfgnn", "fedsgd") else "")
         lines.append(f"| {dataset} | {model.upper()} | {METHODS[method]} | {lam if lam != 0 else '0'} | {_percent([m['test_acc'] for m in seeds])} "
                      f"| {_percent([m['best_val_test_acc'] for m in seeds])} | {len(seeds)} | {mib} | {paper} |")
     return "\n".join(lines) + "\n"

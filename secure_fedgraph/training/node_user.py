@@ -35,15 +35,16 @@ class Adam:
     """torch.optim.Adam's update (defaults betas (0.9, 0.999), eps 1e-8, L2 ``weight_decay``
     added to the gradient, no amsgrad) on one float32 array, with its own moments and step.
 
-    With ``decay_touched_only`` the L2 term is added only to the entries whose gradient in this
-    step is non-zero: a parameter the loss does not touch is not moved by decay alone (torch's
-    Adam, like any L2-in-the-gradient Adam, scales a lone decay term up to a full ``lr`` step).
-    Where every entry has a gradient the two are the same update."""
+    With ``decoupled_where_touched`` the decay is torch.optim.AdamW's instead (the entry shrinks
+    by lr x weight_decay, outside Adam's normalisation) and only on the entries whose gradient in
+    this step is non-zero. Why: Adam normalises what it is given, so an L2 term added to a zero
+    or tiny gradient becomes a step of about ``lr`` on decay alone, moving parameters the loss
+    does not (or hardly) touch. Where every entry has a gradient it is AdamW's update."""
 
     def __init__(self, param: np.ndarray, *, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 decay_touched_only: bool = False) -> None:
+                 decoupled_where_touched: bool = False) -> None:
         self.param, self.lr, self.weight_decay, self.betas, self.eps = param, lr, weight_decay, betas, eps
-        self.decay_touched_only = decay_touched_only
+        self.decoupled_where_touched = decoupled_where_touched
         self.exp_avg = np.zeros_like(param)
         self.exp_avg_sq = np.zeros_like(param)
         self.steps = 0
@@ -51,9 +52,10 @@ class Adam:
     def step(self, grad: np.ndarray) -> None:
         beta1, beta2 = self.betas
         self.steps += 1
-        if self.weight_decay:
-            decay = np.float32(self.weight_decay) * self.param
-            grad = grad + (np.where(grad != 0, decay, np.float32(0)) if self.decay_touched_only else decay)
+        if self.weight_decay and self.decoupled_where_touched:
+            self.param *= np.where(grad != 0, np.float32(1 - self.lr * self.weight_decay), np.float32(1))
+        elif self.weight_decay:
+            grad = grad + np.float32(self.weight_decay) * self.param
         self.exp_avg *= np.float32(beta1)
         self.exp_avg += np.float32(1 - beta1) * grad
         self.exp_avg_sq *= np.float32(beta2)
@@ -78,10 +80,11 @@ class NodeUser:
         x: the user's feature vector (F,), float32.
         initial_weight: W^(0) (F, d); the user keeps a copy of the rows it needs.
         lr / weight_decay: its Adam's (the paper's: 0.1 for GCN, 0.01 for GAT; 5e-4). The decay
-            applies only to the entries this step's gradient reaches (``decay_touched_only``):
-            a user the training signal does not reach (more than two hops from every
-            labelled node, or its features dropped) stays where it is, as the paper's Sec. 3.3
-            says such users' models do.
+            is decoupled (AdamW's) and applies only to the entries this step's gradient reaches
+            (``decoupled_where_touched``): a user the training signal does not reach (more than
+            two hops from every labelled node) stays where it is, as the paper's Sec. 3.3 says
+            such users' models do, and one it barely reaches is not pushed a full lr step by
+            decay that Adam normalised.
         dropout: rate on x_i's entries in training (the whole model's input dropout).
         all_rows: keep every row of W_i (the FedAvg'ed variant, whose average needs them).
     """
@@ -94,7 +97,7 @@ class NodeUser:
         self.values = x[self.rows].copy()
         self.dropout = dropout
         self.weight = np.array(initial_weight[self.rows], dtype=np.float32)
-        self.optimiser = Adam(self.weight, lr=lr, weight_decay=weight_decay, decay_touched_only=True)
+        self.optimiser = Adam(self.weight, lr=lr, weight_decay=weight_decay, decoupled_where_touched=True)
         self._input: np.ndarray | None = None
 
     def latent(self, uniforms: np.ndarray | None = None) -> np.ndarray:

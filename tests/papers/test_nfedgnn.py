@@ -35,13 +35,13 @@ def _run(backend=Backend.PLAIN, **options):
 def _reference_losses(plan: NFedGNN) -> list[float]:
     """The same training written as one model: every user's W_i a slice of one (N, F, d) tensor
     under one torch Adam (Adam is elementwise, so that is N separate Adams), dropout off. The
-    users' L2 decay is added only where their gradient is non-zero (node_user.Adam
-    ``decay_touched_only``); the server's Adam is torch's own."""
+    users' decay is AdamW's, applied only where their gradient is non-zero (node_user.Adam
+    ``decoupled_where_touched``); the server's Adam is torch's own."""
     c = plan.config
     graph = plan.load_server_data(PLANETOID_DIR)
     x = torch.stack([torch.as_tensor(plan.load_client_data(i, PLANETOID_DIR)) for i in range(graph.nodes)])
     w = torch.nn.Parameter(torch.as_tensor(initial_user_weight(c.seed, graph.features, c.latent_size)).expand(graph.nodes, -1, -1).clone())
-    users = torch.optim.Adam([w], lr=c.model_lr)
+    users = torch.optim.Adam([w], lr=c.users_lr)
     model = plan.server_model(graph)
     server = torch.optim.Adam(model.parameters(), lr=c.model_lr, weight_decay=c.weight_decay)
     losses = []
@@ -55,7 +55,9 @@ def _reference_losses(plan: NFedGNN) -> list[float]:
         grad = torch.einsum("nf,nd->nfd", x, h.grad)  # user i's dL/dW_i = x_i^T dL/dh_i
         if c.user_weights == "fedsgd":  # every user steps on the sum of all users' gradients
             grad = grad.sum(0, keepdim=True).expand_as(grad)
-        w.grad = grad + torch.where(grad != 0, c.weight_decay * w.detach(), 0.0)
+        with torch.no_grad():  # AdamW's decoupled decay, only on the entries with a gradient
+            w.mul_(torch.where(grad != 0, 1 - c.users_lr * c.weight_decay, 1.0))
+        w.grad = grad
         users.step()
         if c.user_weights == "fedavg":
             with torch.no_grad():
