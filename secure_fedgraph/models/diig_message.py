@@ -22,7 +22,7 @@ class DIIGMessage(MessagePassing):
     :math:`\tfrac{1}{N} (\mathbf{A}\mathbf{H})_i`; the update concatenates node i's own
     :math:`\mathbf{h}_i`. :math:`\sigma` is ELU, as in STFL's GAT (Table I of the paper says sigmoid;
     with it, two layers of eq. 2 learned far slower here: JapaneseVowels, one party, 150 rounds of
-    5 steps, accuracy 0.39 against 0.59 with ELU).
+    5 steps, final accuracy 0.362 against 0.611 with ELU, results/fedrel-probes/).
 
     Args:
         in_features, out_features: sizes of :math:`\mathbf{h}^{l-1}_i` and :math:`\mathbf{h}^l_i`.
