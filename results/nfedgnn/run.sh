@@ -19,7 +19,7 @@ shift || true
 datasets="${*:-Cora CiteSeer}"
 models="${MODELS:-gcn gat}"
 lambda() {  # lambda DATASET MODEL: the Laplacian weight, chosen on Cora GCN seed 0's best validation accuracy
-  echo 0.0003   # over 60 rounds among 1e-4, 3e-4, 1e-3 (0.01 and 0.1 diverge); results/nfedgnn/lambda-probe/
+  echo 0.001  # over 200 rounds (evaluating every 10) among 1e-3, 3e-3, 1e-2, 3e-2, 1e-1; results/nfedgnn/lambda-probe/
 }
 fed() {  # fed DATASET MODEL NAME OPTIONS...
   local dataset=$1 model=$2 name=$3; shift 3
