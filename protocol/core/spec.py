@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -41,23 +42,54 @@ class TensorSpec:
         return math.prod(self.shape)
 
 
+class NoiseUnit(Enum):
+    """What one unit of privacy is in a noised sum's contribution: what each client clips to the
+    sum's ``l2_clip`` before it adds its share of the noise (threat_model.md DDP-NOISE)."""
+
+    CONTRIBUTION = "contribution"  # the whole contribution (a client's model update: FedAvg)
+    ROW = "row"  # each row of the leading axis every tensor shares (FedSTGD's windows of a batch); the sum is per row
+    SUMMED_ROWS = "summed-rows"  # the client stages rows (one more leading axis), clips each and contributes their sum
+
+
 @dataclass(frozen=True)
 class SumNoise:
-    """Distributed DP on one secure sum: every client clips its whole contribution to L2 norm
-    ``l2_clip`` and adds Skellam noise in the integer ring of the sum's fixed-point encoding,
+    """Distributed DP on one secure sum: every client clips each unit of its contribution to L2
+    norm ``l2_clip`` and adds Skellam noise in the integer ring of the sum's fixed-point encoding,
     before masking, scaled so that the sum over ``expected_contributors`` clients carries noise
     of standard deviation ``noise_multiplier * l2_clip`` per element (TFF's distributed DP;
     threat_model.md DDP-NOISE). Fewer survivors carry less noise: sqrt(survivors / expected) of it.
+
+    ``unit`` (:class:`NoiseUnit`): the whole contribution (the default), each row of it, or each
+    row of a client's staged rows, which it then sums (at most ``max_rows`` of them); one unit of
+    a contribution moves the sum by at most ``l2_clip`` (zero-out) whatever the others hold, and
+    the noise is the same whatever the unit. ``min_precision_bits``: the grid
+    2^-p the contribution is rounded to and the noise drawn on is at least this fine (the
+    backend's precision where that is finer): a small clip on a coarse grid would let rounding
+    dominate a unit's sensitivity (privacy/analysis/skellam.py: fine_grid_bits).
     """
 
     l2_clip: float
     noise_multiplier: float
     expected_contributors: int
+    unit: NoiseUnit = NoiseUnit.CONTRIBUTION
+    min_precision_bits: int = 0
+    max_rows: int = 1
 
     def __post_init__(self) -> None:
         positive_number("l2_clip", self.l2_clip)
         positive_number("noise_multiplier", self.noise_multiplier)
         positive("expected_contributors", self.expected_contributors)
+        if not isinstance(self.unit, NoiseUnit):
+            raise ConfigError(f"unit must be a NoiseUnit, got {self.unit!r}")
+        positive("min_precision_bits", self.min_precision_bits, 0)
+        positive("max_rows", self.max_rows)
+        if self.max_rows > 1 and self.unit is not NoiseUnit.SUMMED_ROWS:
+            raise ConfigError(f"max_rows bounds the rows a client sums (unit summed-rows), got max_rows={self.max_rows} with unit "
+                              f"{self.unit.value}")
+
+    def grid_bits(self, precision_bits: int) -> int:
+        """The fractional bits of the grid a backend of precision ``precision_bits`` noises this sum on."""
+        return max(precision_bits, self.min_precision_bits)
 
     def local_variance(self, precision_bits: int) -> float:
         """Each client's Skellam variance per element, in integer units (the grid 2^-precision_bits)."""
@@ -66,11 +98,12 @@ class SumNoise:
     def value_bound(self, *, size: int, precision_bits: int, security_bits: int = 40) -> float:
         """The largest |value| one client's noised contribution reaches, except with probability
         2^-security_bits over its ``size`` values: the clip plus the noise's tail, in the values'
-        units. It is the sum's clipping range, so the ring's capacity check covers the noise."""
+        units (a sum of up to ``max_rows`` clipped rows reaches ``max_rows`` clips). It is the
+        sum's clipping range, so the ring's capacity check covers the noise."""
         from secure_fedgraph.privacy.mechanisms.skellam import skellam_tail
 
         tail = skellam_tail(self.local_variance(precision_bits), size, security_bits=security_bits)
-        return self.l2_clip + (tail + 1) * 2.0**-precision_bits
+        return self.max_rows * self.l2_clip + (tail + 1) * 2.0**-precision_bits
 
 
 @dataclass(frozen=True)
@@ -125,6 +158,10 @@ class SumSpec:
             if self.clip_range is not None or self.resolution is not None:
                 raise ConfigError(f"sum {self.name!r}: a noised sum takes its range from its l2_clip and noise; leave clip_range "
                                   "and resolution unset")
+            if self.noise.unit is NoiseUnit.ROW and (any(not t.shape for t in self.tensors)
+                                                     or len({t.shape[0] for t in self.tensors}) != 1):
+                raise ConfigError(f"sum {self.name!r}: noise per row needs every tensor to share its leading axis (the rows), got "
+                                  f"shapes {[t.shape for t in self.tensors]}")
 
     def clip_range_or(self, default: float) -> float:
         """This sum's clipping range, else the backend's ``default`` (every backend asks the same way)."""
@@ -150,9 +187,45 @@ class SumSpec:
     def size(self) -> int:
         return sum(t.size for t in self.tensors)
 
+    @property
+    def summed_rows(self) -> bool:
+        """Whether a client stages rows of this sum (one more leading axis) that the noise sums."""
+        return self.noise is not None and self.noise.unit is NoiseUnit.SUMMED_ROWS
+
+    @property
+    def unit_size(self) -> int:
+        """How many values one unit of privacy holds (SumNoise.unit): a row's with noise per row,
+        else the whole sum's (what the rounding to the grid adds to a unit's sensitivity)."""
+        if self.noise is not None and self.noise.unit is NoiseUnit.ROW:
+            return self.size // self.tensors[0].shape[0] if self.size else 0
+        return self.size
+
+    def rows(self, vector: np.ndarray) -> np.ndarray:
+        """A flat contribution (:meth:`flatten`) as its rows, (rows, unit_size): row r holds row r
+        of every tensor, in spec order (noise per row; one row for any other sum)."""
+        if self.noise is None or self.noise.unit is not NoiseUnit.ROW:
+            return np.asarray(vector).reshape(1, -1)
+        count, offset, parts = self.tensors[0].shape[0], 0, []
+        for t in self.tensors:
+            parts.append(np.asarray(vector)[offset : offset + t.size].reshape(count, -1))
+            offset += t.size
+        return np.concatenate(parts, axis=1)
+
+    def from_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`rows`: the flat contribution."""
+        if self.noise is None or self.noise.unit is not NoiseUnit.ROW:
+            return np.asarray(rows).reshape(-1)
+        count, offset, parts = self.tensors[0].shape[0], 0, []
+        for t in self.tensors:
+            width = t.size // count if count else 0
+            parts.append(np.asarray(rows)[:, offset : offset + width].reshape(-1))
+            offset += width
+        return np.concatenate(parts)
+
     def flatten(self, tensors: Mapping[str, Any]) -> np.ndarray:
         """Concatenate the tensors in spec order as one vector, in their own (promoted) real
         dtype: each backend converts once, where it needs to (float32 inputs stay float32 here).
+        A sum of staged rows (:attr:`summed_rows`) gives one such vector per row, (rows, size).
 
         Raises:
             ConfigError: a missing, extra or wrongly shaped tensor (named in the message).
@@ -162,14 +235,25 @@ class SumSpec:
             raise ConfigError(
                 f"sum {self.name!r} expects tensors {sorted(expected)}, got {sorted(tensors)}"
             )
-        parts = []
+        parts, rows = [], None
         for t in self.tensors:
             array = as_array(tensors[t.name])
-            if tuple(array.shape) != t.shape:
-                raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has shape {tuple(array.shape)}, expected {t.shape}")
+            shape = tuple(array.shape)
+            if self.summed_rows:
+                fits = len(shape) == len(t.shape) + 1 and shape[1:] == t.shape and rows in (None, shape[0])
+                rows = shape[0] if fits else rows
+            else:
+                fits = shape == t.shape
+            if not fits:
+                wanted = f"(rows, *{t.shape}) with the same rows in every tensor" if self.summed_rows else f"{t.shape}"
+                raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has shape {shape}, expected {wanted}")
             if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
                 raise ConfigError(f"sum {self.name!r}: tensor {t.name!r} has dtype {array.dtype}, expected a real number type")
-            parts.append(array.ravel())
+            parts.append(array.reshape(rows, -1) if self.summed_rows else array.ravel())
+        if self.summed_rows:
+            if not 1 <= rows <= self.noise.max_rows:
+                raise ConfigError(f"sum {self.name!r}: {rows} rows staged, expected 1 to max_rows={self.noise.max_rows}")
+            return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def unflatten(self, vector: np.ndarray) -> dict[str, np.ndarray]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from secure_fedgraph.crypto.keys import IdentityKey
 from secure_fedgraph.protocol.sum_backends.config import SecureSumConfig
 from secure_fedgraph.protocol.sum_backends.factory import make_client, make_server
@@ -23,7 +25,7 @@ from secure_fedgraph.protocol.sum_backends.roles import ClientRole, ServerRole, 
 from secure_fedgraph.protocol.sum_backends.signed import SignedContributions
 from secure_fedgraph.protocol.core.session import OpeningClient, Sequencer, new_proposal
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
-from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec
+from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumResult, SumSpec
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.transports.inprocess import Intercept, LocalRunner, Traffic
 
@@ -59,7 +61,10 @@ class LocalSession:
         clients contribute their model, see ClientPolicy.min_ddp_noise)."""
         for client, tensors in inputs.items():
             self.clients[client].contribute(name, tensors, private=private)
-        spec = SumSpec.of(name, next(iter(inputs.values())), streaming=streaming, clip_range=clip_range, resolution=resolution, noise=noise)
+        template = next(iter(inputs.values()))
+        if noise is not None and noise.unit is NoiseUnit.SUMMED_ROWS:  # the clients stage rows: the sum has one row's shape
+            template = {k: np.asarray(v)[0] for k, v in template.items()}
+        spec = SumSpec.of(name, template, streaming=streaming, clip_range=clip_range, resolution=resolution, noise=noise)
         return self.runner.run(self.server.aggregate(spec))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
+from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumSpec
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class NoiseLedger:
 
         Args:
             delta: the delta of every epsilon.
-            precision_bits: the fixed-point grid the noise was drawn on (the mask backend's).
+            precision_bits: the mask backend's precision (a sum's grid is at least that fine: SumNoise.grid_bits).
             server_sees_inputs: the plain backend: the server sees each noisy input, which carries
                 only its own client's share of the noise; epsilons are then per input.
             colluders: clients that may collude with the server; they know their own noise, so
@@ -55,9 +55,10 @@ class NoiseLedger:
         first: SumNoise = self.sums[0].spec.noise
 
         def release(s: NoisedSum, contributors: int) -> SkellamRelease:
-            l1, l2 = sensitivities(l2_clip=s.spec.noise.l2_clip, precision_bits=precision_bits, dimension=s.spec.size)
+            bits = s.spec.noise.grid_bits(precision_bits)
+            l1, l2 = sensitivities(l2_clip=s.spec.noise.l2_clip, precision_bits=bits, dimension=s.spec.unit_size)
             share = 1 if server_sees_inputs else max(contributors, 0)
-            return SkellamRelease(l1, l2, share * s.spec.noise.local_variance(precision_bits))
+            return SkellamRelease(l1, l2, share * s.spec.noise.local_variance(bits))
 
         clients = sorted(set().union(*(s.contributors for s in self.sums)))
         cache: dict[tuple, float] = {}
@@ -98,7 +99,8 @@ class NoiseLedger:
             "mechanism": f"distributed Skellam noise in the secure sum: each client clips its contribution to L2 norm {first.l2_clip:g} "
                          f"and adds its share of noise multiplier {first.noise_multiplier:g} over {first.expected_contributors} expected "
                          "contributors, in the integer ring, before masking",
-            "unit": "one client's whole contribution to a sum (its model), zero-out neighbours",
+            "unit": "one client's whole contribution to a sum (its model), zero-out neighbours" if first.unit is NoiseUnit.CONTRIBUTION
+                    else "one row of a client's contribution to a sum, zero-out neighbours (every sum composed: a bound for any row)",
             "server_sees": "each noisy input (plain backend): epsilons are per input" if server_sees_inputs else "the noisy sum only",
             "delta": delta,
             "accountant": "Skellam RDP (Agarwal et al. 2021, Thm 3.5), opacus' RDP-to-DP conversion",

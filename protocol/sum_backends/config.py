@@ -205,8 +205,10 @@ class MaskConfig:
         """
         try:
             if spec.noise is not None:  # the range covers the clip and the noise's tail: the capacity check holds the noise too
-                bound = spec.noise.value_bound(size=spec.size, precision_bits=self.precision_bits, security_bits=self.adversary.security_bits)
-                return self.encoding(n_clients, spec.size, bound)
+                bits = spec.noise.grid_bits(self.precision_bits)
+                bound = spec.noise.value_bound(size=spec.size, precision_bits=bits, security_bits=self.adversary.security_bits)
+                return FixedPoint.for_sum(n_clients=n_clients, clip_range=bound, precision_bits=bits, ring_bits=self.ring_bits,
+                                          count_lane_max=spec.size)
             return self.encoding(n_clients, spec.size, spec.clip_range_or(self.clip_range), spec.resolution)
         except CapacityError as exc:
             raise CapacityError(f"sum {spec.name!r}: {exc}") from None

@@ -19,7 +19,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.privacy.analysis.skellam import noise_per_sensitivity
 from secure_fedgraph.protocol.sum_backends.adversary import MAX_KEY_EPOCHS, Adversary, complete_threshold, sparse_check, survivor_floor
 from secure_fedgraph.protocol.sum_backends.config import Backend, GraphKind, MaskPlan, SecureSumConfig
-from secure_fedgraph.protocol.core.spec import SumSpec
+from secure_fedgraph.protocol.core.spec import NoiseUnit, SumSpec
 
 # the command-line option of `secure-fedgraph client` behind each policy field (for error messages)
 OPTION = {
@@ -248,8 +248,9 @@ class ClientPolicy:
         client enforces; ``live`` where the server sees every input anyway); ``precision_bits``:
         the grid 2^-p of the sum's encoding, which the contribution is rounded to (None: no
         grid, ckks). The noise counted is what the sum carries in that worst case, per unit of
-        the rounded contribution's L2 sensitivity, z C 2^p sqrt(min(live, least) / expected) /
-        (C 2^p + sqrt(size) / 2): a deviating server that discards honest inputs down to the
+        the rounded L2 sensitivity of one unit of privacy (the contribution, or one row of it:
+        SumNoise.unit), z C 2^p sqrt(min(live, least) / expected) / (C 2^p + sqrt(d) / 2), d the
+        unit's values: a deviating server that discards honest inputs down to the
         floor (claiming they dropped), or announces a coarse grid where rounding alone can
         double a contribution's norm, gets no less (threat_model.md DDP-FLOOR).
 
@@ -261,7 +262,7 @@ class ClientPolicy:
         noise = spec.noise
         fewest = min(live, least)
         have = 0.0 if noise is None else self._noise_per_unit(
-            noise_multiplier=noise.noise_multiplier, l2_clip=noise.l2_clip, precision_bits=precision_bits, dimension=spec.size,
+            noise_multiplier=noise.noise_multiplier, l2_clip=noise.l2_clip, precision_bits=precision_bits, dimension=spec.unit_size,
             contributors=fewest, expected=noise.expected_contributors)
         if have < self.min_ddp_noise:
             spread = "" if noise is None or noise.expected_contributors <= fewest else \
@@ -270,9 +271,9 @@ class ClientPolicy:
             grid = ""
             if noise is not None and precision_bits is not None:
                 scaled = noise.l2_clip * 2.0**precision_bits
-                if math.sqrt(spec.size) / 2 > 0.0005 * scaled:  # rounding costs more than a rounding error of the multiplier
-                    grid = (f" (rounded to the grid 2^-{precision_bits}, a contribution of {spec.size} values clipped to "
-                            f"{noise.l2_clip:g} can reach L2 norm {(scaled + math.sqrt(spec.size) / 2) / 2.0**precision_bits:.3g})")
+                if math.sqrt(spec.unit_size) / 2 > 0.0005 * scaled:  # rounding costs more than a rounding error of the multiplier
+                    grid = (f" (rounded to the grid 2^-{precision_bits}, a {'contribution' if noise.unit is NoiseUnit.CONTRIBUTION else 'row'} of {spec.unit_size} values clipped to "
+                            f"{noise.l2_clip:g} can reach L2 norm {(scaled + math.sqrt(spec.unit_size) / 2) / 2.0**precision_bits:.3g})")
             raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {_shown(have)}{spread}{grid} "
                                f"per unit of its sensitivity, below {self.min_ddp_noise:g} (the server could see a sum with less noise)",
                                "min_ddp_noise")

@@ -255,7 +255,7 @@ class ClientRole(SecretMaterial, ABC):
         clipped and noised on the grid 2^-precision_bits before anything of it leaves
         (protocol/sum_backends/ddp_noise.py; threat_model.md DDP-NOISE, DDP-FLOOR)."""
         self.policy.check_noise(spec, live=live, least=least, private=spec.name in self._private, precision_bits=precision_bits)
-        return x if spec.noise is None else noised(x, spec.noise, precision_bits=precision_bits)
+        return x if spec.noise is None else noised(x, spec, precision_bits=precision_bits)
 
     def _contribution(self, spec: SumSpec):
         if spec.name not in self._contributions:

@@ -187,20 +187,21 @@ def sums_carry_the_announced_noise(view: RunView) -> Finding:
 def _noise_ratios(view: RunView, noised: list[SumAttempt]) -> list[tuple[float, int]]:
     """(measured / stated noise standard deviation, values) per noisy value the server holds:
     each input with plain, each delivered aggregate with mask."""
-    from secure_fedgraph.protocol.sum_backends.ddp_noise import clip_l2
+    from secure_fedgraph.protocol.sum_backends.ddp_noise import clipped
 
     if not view.with_clients:
         return []
-    bits = _precision_bits(view)
-    scale = 2.0**bits
+    precision = _precision_bits(view)
 
     def rounded(attempt: SumAttempt, client: int) -> np.ndarray | None:
         clean = view.contribution(attempt, client)
-        return None if clean is None else np.rint(clip_l2(clean, attempt.request.spec.noise.l2_clip) * scale) / scale
+        scale = 2.0 ** attempt.request.spec.noise.grid_bits(precision)
+        return None if clean is None else np.rint(clipped(clean, attempt.request.spec) * scale) / scale
 
     out = []
     for attempt in noised:
-        local_sd = math.sqrt(attempt.request.spec.noise.local_variance(bits)) / scale
+        bits = attempt.request.spec.noise.grid_bits(precision)
+        local_sd = math.sqrt(attempt.request.spec.noise.local_variance(bits)) / 2.0**bits
         if view.backend == "plain":
             for client, message in attempt.inputs.items():
                 clean = rounded(attempt, client)
@@ -224,8 +225,8 @@ def noised_sums_fit_the_ring(view: RunView) -> Finding:
     if not noised:
         return not_applicable("DDP-RANGE", "no noised mask sum")
     bits = _precision_bits(view)
-    narrow = [a for a in noised if a.request.encoding.clip_range < a.request.spec.noise.value_bound(size=a.request.spec.size, precision_bits=bits)
-              * (1 - 1e-9)]
+    narrow = [a for a in noised if a.request.encoding.clip_range < a.request.spec.noise.value_bound(
+        size=a.request.spec.size, precision_bits=a.request.spec.noise.grid_bits(bits)) * (1 - 1e-9)]
     unfit = [a for a in noised if not a.request.encoding.fits(len(a.contributors) or len(a.asked))]
     clipped = sum(int(a.deliver.clipped or 0) for a in noised if a.deliver is not None)
     return verdict("DDP-RANGE", not narrow and not unfit,

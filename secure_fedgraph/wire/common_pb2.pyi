@@ -57,14 +57,20 @@ class SumSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., clip_range: _Optional[float] = ..., server_only: _Optional[bool] = ..., streaming: _Optional[bool] = ..., resolution: _Optional[float] = ..., noise: _Optional[_Union[SumNoise, _Mapping]] = ...) -> None: ...
 
 class SumNoise(_message.Message):
-    __slots__ = ("l2_clip", "noise_multiplier", "expected_contributors")
+    __slots__ = ("l2_clip", "noise_multiplier", "expected_contributors", "unit", "min_precision_bits", "max_rows")
     L2_CLIP_FIELD_NUMBER: _ClassVar[int]
     NOISE_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_PRECISION_BITS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
     l2_clip: float
     noise_multiplier: float
     expected_contributors: int
-    def __init__(self, l2_clip: _Optional[float] = ..., noise_multiplier: _Optional[float] = ..., expected_contributors: _Optional[int] = ...) -> None: ...
+    unit: str
+    min_precision_bits: int
+    max_rows: int
+    def __init__(self, l2_clip: _Optional[float] = ..., noise_multiplier: _Optional[float] = ..., expected_contributors: _Optional[int] = ..., unit: _Optional[str] = ..., min_precision_bits: _Optional[int] = ..., max_rows: _Optional[int] = ...) -> None: ...
 
 class FixedPoint(_message.Message):
     __slots__ = ("clip_range", "precision_bits", "ring_bits")

@@ -228,7 +228,7 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
     the noise's tail (DDP-RANGE). Clients that only clip and round while the sums announce noise
     fail DDP-NOISE."""
     from secure_fedgraph.protocol.sum_backends import roles
-    from secure_fedgraph.protocol.sum_backends.ddp_noise import clip_l2
+    from secure_fedgraph.protocol.sum_backends.ddp_noise import clipped
 
     def run(folder: pathlib.Path, backend: str) -> pathlib.Path:
         result = simulate(FedAvgVector(FedAvgVectorConfig(clients=4, length=400, rounds=1, ddp_noise=2.0, ddp_clip=0.5)),
@@ -243,7 +243,7 @@ def test_distributed_dp_is_audited_and_a_client_skipping_its_noise_fails_ddp_noi
         measured = report.finding("DDP-NOISE").details.get("largest_relative_deviation")
         assert (measured is not None) == (backend == "plain")  # mask's sums here stay in the server: only the specs are checked
 
-    monkeypatch.setattr(roles, "noised", lambda x, noise, *, precision_bits: np.rint(clip_l2(x, noise.l2_clip) * 2.0**precision_bits)
+    monkeypatch.setattr(roles, "noised", lambda x, spec, *, precision_bits: np.rint(clipped(x, spec) * 2.0**precision_bits)
                         / 2.0**precision_bits)
     report = audit(run(tmp_path / "leaky", "plain"), client_transcripts(tmp_path / "leaky"), attacks=False)
     assert report.finding("DDP-NOISE").verdict is Verdict.FAIL, report.finding("DDP-NOISE").evidence

@@ -9,7 +9,16 @@ import pytest
 from opacus.accountants import RDPAccountant
 
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon, skellam_rdp
+from secure_fedgraph.privacy.analysis.rdp import gaussian_rdp, rdp_to_epsilon
+from secure_fedgraph.privacy.analysis.skellam import (
+    ORDERS,
+    SkellamRelease,
+    fine_grid_bits,
+    sensitivities,
+    skellam_epsilon,
+    skellam_rdp,
+    skellam_rdp_curve,
+)
 
 
 def _gaussian(sigma: float, steps: int, delta: float) -> float:
@@ -48,3 +57,33 @@ def test_edges():
         skellam_rdp(SkellamRelease(1.0, 1.0, 1.0), 1.5)
     with pytest.raises(ConfigError, match="delta"):
         skellam_epsilon([SkellamRelease(1.0, 1.0, 1.0)], 0.0)
+
+
+def test_replacing_a_unit_doubles_its_sensitivity_and_a_fine_grid_keeps_rounding_at_one_percent():
+    """Replace-one neighbours (FedSTGD's windows) cost twice the zero-out L2 bound, rounding
+    included; fine_grid_bits is the fewest bits at which rounding a unit of d values adds at most
+    1% to its sensitivity (one bit fewer adds more)."""
+    zero_out, replace = sensitivities(l2_clip=0.5, precision_bits=12, dimension=100), sensitivities(
+        l2_clip=0.5, precision_bits=12, dimension=100, replace_one=True)
+    assert replace[1] == 2 * zero_out[1] and replace[0] == min(10 * replace[1], replace[1] ** 2)
+    bits = fine_grid_bits(l2_clip=1e-4, dimension=2560)
+    share = lambda p: (math.sqrt(2560) / 2) / (1e-4 * 2.0**p)  # noqa: E731
+    assert share(bits) <= 0.01 < share(bits - 1)
+    assert fine_grid_bits(l2_clip=20.0, dimension=1320) == 7 < 20  # a large clip: the backend's 20 bits are fine enough
+
+
+def test_skellam_sums_and_gaussian_steps_compose_by_adding_rdp_order_by_order():
+    """The composition FedSTGD reports: Skellam RDP curves (Theorem 3.5) and DP-SGD's Gaussian
+    RDP (opacus' compute_rdp) added at each integer order, then opacus' conversion; with no
+    Gaussian steps it is skellam_epsilon, and gaussian_rdp at opacus' own orders gives its
+    accountant's golden epsilon (sigma 1.5, q 0.04, 2,250 steps: 7.32911117143)."""
+    from opacus.accountants.rdp import RDPAccountant as Accountant
+
+    release = SkellamRelease(*sensitivities(l2_clip=1.0, precision_bits=20, dimension=60, replace_one=True), (2.0 * 2**20) ** 2)
+    curve = skellam_rdp_curve(release)
+    assert rdp_to_epsilon(ORDERS, 7 * curve, 1e-5) == pytest.approx(skellam_epsilon([release] * 7, 1e-5), rel=1e-12)
+    both = rdp_to_epsilon(ORDERS, 7 * curve + gaussian_rdp([(1.0, 1.0, 3)], ORDERS), 1e-5)
+    assert both > skellam_epsilon([release] * 7, 1e-5) and both > rdp_to_epsilon(ORDERS, gaussian_rdp([(1.0, 1.0, 3)], ORDERS), 1e-5)
+    orders = Accountant.DEFAULT_ALPHAS
+    assert rdp_to_epsilon(orders, gaussian_rdp([(1.5, 0.04, 2250)], orders), 1e-5) == pytest.approx(7.32911117143, rel=1e-9)
+    assert math.isinf(rdp_to_epsilon(ORDERS, gaussian_rdp([(0.0, 1.0, 1)], ORDERS), 1e-5))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from secure_fedgraph.errors import ConfigError
 
 History = Sequence[tuple[float, float, int]]  # (noise multiplier, sampling rate, steps): opacus' history
@@ -52,3 +54,31 @@ def rdp_epsilon(history: History, delta: float) -> float:
     accountant = RDPAccountant()
     accountant.history = list(releases)
     return float(accountant.get_epsilon(delta))
+
+
+def gaussian_rdp(history: History, orders: Sequence[float]) -> np.ndarray:
+    """The RDP at each of ``orders`` of every release of ``history`` composed (opacus'
+    ``compute_rdp`` per entry, added up): what another mechanism's RDP composes with at the
+    same orders (FedSTGD's DP-SGD steps beside its Skellam-noised sums). Infinite without noise."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    total = np.zeros(len(orders))
+    for sigma, rate, steps in check_history(history, 0.5):
+        if sigma == 0:
+            return np.full(len(orders), math.inf)
+        total += np.asarray(compute_rdp(q=rate, noise_multiplier=sigma, steps=steps, orders=list(orders)), dtype=np.float64)
+    return total
+
+
+def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> float:
+    """(epsilon, delta)-DP of a mechanism with RDP ``rdp`` at ``orders``: opacus' conversion
+    (``get_privacy_spent``, Balle et al. 2020, Prop. 12), the best order. Infinite RDP at every
+    order gives infinity."""
+    from opacus.accountants.analysis.rdp import get_privacy_spent
+
+    if not (isinstance(delta, float) and 0 < delta < 1):
+        raise ConfigError(f"delta must be a float in (0, 1), got {delta!r}")
+    if all(math.isinf(value) for value in rdp):
+        return math.inf
+    epsilon, _ = get_privacy_spent(orders=list(orders), rdp=list(rdp), delta=delta)
+    return float(epsilon)

@@ -15,7 +15,7 @@ from secure_fedgraph.protocol.engine.local import local_session
 from secure_fedgraph.protocol.sum_backends import Backend, ClientPolicy, SecureSumConfig, Stage
 from secure_fedgraph.protocol.sum_backends.config import MaskConfig
 from secure_fedgraph.protocol.sum_backends.ddp_noise import clip_l2, noised
-from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
+from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumSpec
 from secure_fedgraph.privacy.analysis.skellam import sensitivities
 from tests.helpers import config_for, defence_stops
 
@@ -66,12 +66,12 @@ def test_noised_sum_is_the_clipped_sum_plus_noise():
 
 def test_a_clients_noise_is_on_the_grid_fresh_and_reproducible_only_with_a_key():
     x = np.linspace(-0.1, 0.1, 100)
-    noise = SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=4)
-    a, b = noised(x, noise, precision_bits=16), noised(x, noise, precision_bits=16)
+    spec = SumSpec.of("w", {"w": x}, noise=SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=4))
+    a, b = noised(x, spec, precision_bits=16), noised(x, spec, precision_bits=16)
     assert not np.array_equal(a, b)  # fresh OS randomness every time, never the run seed
     assert np.array_equal(a * 2**16, np.rint(a * 2**16))  # exactly on the grid: the ring carries q + k
     key = bytes(range(32))
-    assert np.array_equal(noised(x, noise, precision_bits=16, key=key), noised(x, noise, precision_bits=16, key=key))
+    assert np.array_equal(noised(x, spec, precision_bits=16, key=key), noised(x, spec, precision_bits=16, key=key))
 
 
 def test_the_noise_tail_enters_the_capacity_check_before_the_round():
@@ -224,3 +224,75 @@ def test_attack_a_server_discarding_honest_inputs_down_to_the_survivor_floor(mon
     defence_stops(attack, monkeypatch, ClientPolicy, "check_noise",
                   lambda self, spec, *, live, least, private, precision_bits: honest_check(self, spec, live=live, least=live, private=private,
                                                                                            precision_bits=precision_bits))
+
+
+def _rows_clipped(rows: np.ndarray, bound: float) -> np.ndarray:
+    """Each row of (rows, d) scaled to L2 norm ``bound`` if longer: the test's own clipping."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+
+
+def test_noise_per_row_clips_each_row_alone_and_the_sum_is_per_row():
+    """SumNoise(unit=ROW) (FedSTGD's windows of a batch): row r of every tensor is one unit,
+    clipped to l2_clip on its own, so one row moves the sum by at most the clip whatever the
+    other rows hold; the sum over clients is per row, with the stated noise on every element,
+    and the floor and the accountant count one row's values (unit_size), not the whole sum's."""
+    rng, rows, clients = np.random.default_rng(1), 200, 4
+    noise = SumNoise(l2_clip=1.0, noise_multiplier=0.5, expected_contributors=clients, unit=NoiseUnit.ROW)
+    inputs = {c: {"P": rng.normal(size=(rows, 4, 3)) * np.where(np.arange(rows) % 2, 0.01, 3.0)[:, None, None],
+                  "Q": rng.normal(size=(rows, 16, 3)) * 0.01} for c in range(clients)}  # odd rows under the clip, even rows far over
+    session = local_session(config_for(Backend.MASK), range(clients))
+    session.start_round()
+    result = session.secure_sum("pq", inputs, noise=noise)
+    per_row = {c: _rows_clipped(np.concatenate([inputs[c]["P"].reshape(rows, -1), inputs[c]["Q"].reshape(rows, -1)], 1), 1.0)
+               for c in range(clients)}
+    expected = sum(per_row.values())
+    residual = np.concatenate([result.values["P"].reshape(rows, -1), result.values["Q"].reshape(rows, -1)], 1) - expected
+    assert abs(residual.std() - 0.5) < 0.02 and abs(residual.mean()) < 0.01  # z C per element over the sum
+    small = per_row[0][1::2]  # rows under the clip pass unchanged, whatever the large rows beside them hold
+    assert np.allclose(small, np.concatenate([inputs[0]["P"].reshape(rows, -1), inputs[0]["Q"].reshape(rows, -1)], 1)[1::2])
+    spec = SumSpec.of("pq", inputs[0], noise=noise)
+    assert spec.unit_size == 4 * 3 + 16 * 3 and spec.size == rows * spec.unit_size
+    assert np.array_equal(spec.from_rows(spec.rows(spec.flatten(inputs[0]))), spec.flatten(inputs[0]))
+    per_unit = ClientPolicy._noise_per_unit(noise_multiplier=0.5, l2_clip=1.0, precision_bits=20, dimension=spec.unit_size,
+                                             contributors=clients, expected=clients)
+    assert per_unit == pytest.approx(0.5 * 2**20 / sensitivities(l2_clip=1.0, precision_bits=20, dimension=60)[1])
+    with pytest.raises(ConfigError, match="share its leading axis"):
+        SumSpec.of("pq", {"P": np.zeros((3, 2)), "Q": np.zeros((4, 2))}, noise=noise)
+
+
+def test_summed_rows_clip_each_staged_row_then_add_them_up():
+    """SumNoise(unit=SUMMED_ROWS) (FedSTGD's statistics, one row per window): a client stages
+    its rows, each is clipped on its own and their sum is its contribution; the sum's range
+    covers max_rows clips plus the noise's tail, and a client staging more rows is refused."""
+    rng, clients = np.random.default_rng(2), 4
+    noise = SumNoise(l2_clip=1.0, noise_multiplier=0.25, expected_contributors=clients, unit=NoiseUnit.SUMMED_ROWS, max_rows=40)
+    inputs = {c: {"stats": rng.normal(size=(40, 2)) * 2.0} for c in range(clients)}
+    session = local_session(config_for(Backend.MASK), range(clients))
+    session.start_round()
+    totals = [session.secure_sum(f"stats-{s}", inputs, noise=noise).values["stats"] for s in range(50)]
+    expected = sum(_rows_clipped(inputs[c]["stats"], 1.0).sum(0) for c in range(clients))
+    residual = np.array(totals) - expected
+    assert abs(residual.std() - 0.25) < 0.05 and np.abs(residual.mean(0)).max() < 0.15  # 100 draws of N(0, 0.25^2)
+    spec = SumSpec.of("stats", {"stats": np.zeros(2)}, noise=noise)
+    assert MaskConfig().encoding_of(spec, clients).clip_range > 40 * 1.0
+    with pytest.raises(ConfigError, match="41 rows staged, expected 1 to max_rows=40"):
+        spec.flatten({"stats": np.zeros((41, 2))})
+    with pytest.raises(ConfigError, match="expected \\(rows, \\*\\(2,\\)\\)"):
+        spec.flatten({"stats": np.zeros(2)})
+
+
+def test_a_noised_sum_may_ask_for_a_finer_grid_and_says_so_on_the_wire():
+    """min_precision_bits: the grid the noise is drawn on is at least that fine (a small clip on
+    the backend's grid would let rounding dominate a unit's sensitivity); the noised values are
+    on that grid, and every field of SumNoise survives the wire."""
+    from secure_fedgraph.protocol.transports import codec
+
+    noise = SumNoise(l2_clip=1e-4, noise_multiplier=1.0, expected_contributors=3, unit=NoiseUnit.ROW, min_precision_bits=34)
+    spec = SumSpec.of("pq-grad", {"G": np.zeros((2, 5))}, noise=noise)
+    assert MaskConfig().encoding_of(spec, 3).precision_bits == 34 and noise.grid_bits(40) == 40
+    values = noised(np.full(10, 3e-5), spec, precision_bits=34)
+    assert np.array_equal(values * 2**34, np.rint(values * 2**34))
+    assert codec.from_pb(SumNoise, codec.to_pb(noise)) == noise
+    with pytest.raises(ConfigError, match="max_rows bounds the rows a client sums"):
+        SumNoise(l2_clip=1.0, noise_multiplier=1.0, expected_contributors=3, max_rows=2)
