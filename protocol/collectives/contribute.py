@@ -19,9 +19,10 @@ class Contribute:
 
     ``releasable``: the plan allows this client to hand the decrypted sum to the server when
     asked (ckks; error statistics, never model weights). Nothing else is ever released.
-    ``private``: these tensors are the client's model (FedAvg's weights or update): a client
-    whose policy sets a distributed DP floor (``--min-ddp-noise``) refuses to send them into a
-    sum with less noise (threat_model.md DDP-FLOOR).
+    ``private``: these tensors are the client's model (FedAvg's weights or update) or its data
+    (FedSTGD's sums of its windows): a client whose policy sets a distributed DP floor
+    (``--min-ddp-noise``) refuses to send them into a sum with less noise (threat_model.md
+    DDP-FLOOR, ST-DDP-FLOOR).
     """
 
     name: str

@@ -41,7 +41,7 @@ from secure_fedgraph.protocol.core.messages import (
 )
 from secure_fedgraph.protocol.sum_backends.config import Backend
 from secure_fedgraph.protocol.sum_backends.roles import ClientRole, ServerRole
-from secure_fedgraph.protocol.core.spec import SumNoise, SumResult, SumSpec, TensorSpec, as_array
+from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumResult, SumSpec, TensorSpec, as_array
 from secure_fedgraph.protocol.core.session import Sequencer
 from secure_fedgraph.protocol.core.stages import SECURE_SUM_STAGES, Stage
 from secure_fedgraph.protocol.core.steps import StepGen, StepOutcome
@@ -256,22 +256,31 @@ class ServerContext(Resumable):
             self._count("down", len(result.contributors) * spec.size)
         return result
 
-    def sum_noise(self, *, noise_multiplier: float, l2_clip: float) -> SumNoise | None:
-        """Distributed DP for a sum of the live clients' models (None when ``noise_multiplier``
-        is 0): each client's share of the noise is scaled for the survivors the adversary's
-        dropout fraction leaves, ceil(live (1 - dropout_fraction)), so a sum with that many
-        carries noise_multiplier * l2_clip per element, and one with all the live clients more."""
+    def sum_noise(self, *, noise_multiplier: float, l2_clip: float, unit: NoiseUnit = NoiseUnit.CONTRIBUTION, min_precision_bits: int = 0,
+                  max_rows: int = 1) -> SumNoise | None:
+        """Distributed DP for a sum of the live clients' models or data (None when
+        ``noise_multiplier`` is 0): each client's share of the noise is scaled for the survivors
+        the adversary's dropout fraction leaves, ceil(live (1 - dropout_fraction)), so a sum with
+        that many carries noise_multiplier * l2_clip per element, and one with all the live
+        clients more. ``unit``, ``min_precision_bits``, ``max_rows``: see SumNoise."""
         if noise_multiplier <= 0:
             return None
         expected = max(1, math.ceil(len(self.live) * (1 - self.role.config.mask.adversary.dropout_fraction)))
-        return SumNoise(l2_clip=l2_clip, noise_multiplier=noise_multiplier, expected_contributors=expected)
+        return SumNoise(l2_clip=l2_clip, noise_multiplier=noise_multiplier, expected_contributors=expected, unit=unit,
+                        min_precision_bits=min_precision_bits, max_rows=max_rows)
+
+    def noise_terms(self) -> dict[str, Any]:
+        """What the accounting of the noised sums needs of this run (NoiseLedger.report's
+        keywords but delta): the mask backend's precision, whether the server sees each input
+        (plain) and how many clients may collude with it."""
+        config = self.role.config
+        return {"precision_bits": config.mask.precision_bits, "server_sees_inputs": self.role.backend is Backend.PLAIN,
+                "colluders": config.mask.adversary.colluders(len(self.clients))}
 
     def noise_report(self, delta: float) -> dict | None:
         """(epsilon, delta) of the noised sums so far, per client (protocol/engine/noise_ledger.py):
         the survivors' noise only; with plain, per input (the server sees each one)."""
-        config = self.role.config
-        return self.noised.report(delta=delta, precision_bits=config.mask.precision_bits, server_sees_inputs=self.role.backend is Backend.PLAIN,
-                                  colluders=config.mask.adversary.colluders(len(self.clients)))
+        return self.noised.report(delta=delta, **self.noise_terms())
 
     def release(self, result: SumResult) -> StepGen[dict[str, np.ndarray]]:
         """The values of a sum, for the server: its own view with mask and plain; with ckks

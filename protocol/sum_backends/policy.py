@@ -70,7 +70,8 @@ class ClientPolicy:
             listed: ckks gives every input away to one colluding client, plain to the server).
         min_dp_sigma: the least noise multiplier a plan that uploads activations may use.
         min_ddp_noise: the least distributed-DP noise multiplier on the sums a plan marks
-            private (its model: FedAvg's weights), per unit of one contribution's real L2
+            private (its model: FedAvg's weights; its data: FedSTGD's sums of its windows), per
+            unit of privacy's (a contribution's, or one row's) real L2
             sensitivity: the clip's, plus what rounding to the sum's grid adds (on a coarse grid
             a rounded contribution can reach twice its clip); 0 accepts those sums without noise,
             as every sum is by default.
@@ -243,7 +244,8 @@ class ClientPolicy:
     def check_noise(self, spec: SumSpec, *, live: int, least: int, private: bool, precision_bits: int | None) -> None:
         """The distributed DP noise of one sum, as its input request announces it (SumSpec.noise),
         before this client's contribution leaves it. ``private``: the plan marked this
-        contribution as its model (Contribute(..., private=True)); ``live``: the clients asked;
+        contribution as its model or its data (Contribute(..., private=True): FedAvg's update,
+        FedSTGD's sums of its windows); ``live``: the clients asked;
         ``least``: the fewest contributors the sum may be delivered with (the survivor floor this
         client enforces; ``live`` where the server sees every input anyway); ``precision_bits``:
         the grid 2^-p of the sum's encoding, which the contribution is rounded to (None: no
@@ -274,7 +276,7 @@ class ClientPolicy:
                 if math.sqrt(spec.unit_size) / 2 > 0.0005 * scaled:  # rounding costs more than a rounding error of the multiplier
                     grid = (f" (rounded to the grid 2^-{precision_bits}, a {'contribution' if noise.unit is NoiseUnit.CONTRIBUTION else 'row'} of {spec.unit_size} values clipped to "
                             f"{noise.l2_clip:g} can reach L2 norm {(scaled + math.sqrt(spec.unit_size) / 2) / 2.0**precision_bits:.3g})")
-            raise self._refuse(f"sum {spec.name!r} of this client's model carries distributed DP noise multiplier {_shown(have)}{spread}{grid} "
+            raise self._refuse(f"sum {spec.name!r} of this client's model or data carries distributed DP noise multiplier {_shown(have)}{spread}{grid} "
                                f"per unit of its sensitivity, below {self.min_ddp_noise:g} (the server could see a sum with less noise)",
                                "min_ddp_noise")
 

@@ -13,8 +13,13 @@ checkpoint, an audit) and what clients compare with their floors (``--min-dp-sig
   fedavg-gru, local-gru, fedrel and fedstgd.
 - :class:`DeltaOption`: ``dp_delta`` (1e-5), shared by the two groups above (cnfgnn has both
   and one delta).
-- :class:`DDPOptions`: ``ddp_noise`` (0: off), ``ddp_clip`` (1.0), ``ddp_delta`` (1e-5);
-  fedavg-gru, local-gru and fedavg-vector.
+- :class:`DDPNoise`: ``ddp_noise`` (0: off) and ``ddp_clip``, distributed DP inside secure sums
+  (protocol SumNoise), the base of the two groups below:
+- :class:`DDPOptions`: ``ddp_noise``, ``ddp_clip`` (1.0), ``ddp_delta`` (1e-5); fedavg-gru,
+  local-gru and fedavg-vector (each client's model update is the unit).
+- :class:`WindowDDPOptions`: ``ddp_noise``, ``ddp_clip`` (20.0), ``ddp_gradient_clip`` (1e-4),
+  ``ddp_reading_clip`` (4000.0), ``ddp_error_clip`` (4.0); fedstgd (one window is the unit,
+  and the epsilon composes with DP-SGD's at the plan's ``dp_delta``: papers/fedstgd_dp.py).
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from dataclasses import dataclass
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.validation import positive_number
 
-__all__ = ["DDPOptions", "DPOptions", "DPSGDOptions", "DeltaOption", "PrivacyOptions"]
+__all__ = ["DDPNoise", "DDPOptions", "DPOptions", "DPSGDOptions", "DeltaOption", "PrivacyOptions", "WindowDDPOptions"]
 
 # each group's noise multiplier (>= 0, 0: off) and the L2 clip it is calibrated to (> 0)
 NOISE_AND_CLIP = (("dp_sigma", "dp_clip"), ("dpsgd_sigma", "dpsgd_clip"), ("ddp_noise", "ddp_clip"))
+OTHER_BOUNDS = ("ddp_gradient_clip", "ddp_reading_clip", "ddp_error_clip")  # further bounds (> 0) a group may have
 
 
 class PrivacyOptions:
@@ -41,6 +47,9 @@ class PrivacyOptions:
             if noise in present:
                 positive_number(noise, getattr(self, noise), zero_ok=True)
                 positive_number(clip, getattr(self, clip))
+        for bound in OTHER_BOUNDS:
+            if bound in present:
+                positive_number(bound, getattr(self, bound))
         if "dp_delta" in present and not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
             raise ConfigError(f"dp_delta must be a float in (0, 1), got {self.dp_delta!r}")
         if "ddp_delta" in present and (isinstance(self.ddp_delta, bool) or not isinstance(self.ddp_delta, int | float)
@@ -74,12 +83,35 @@ class DPSGDOptions(DeltaOption):
 
 
 @dataclass(frozen=True)
-class DDPOptions(PrivacyOptions):
-    """Distributed DP on a plan's secure model sums (protocol SumNoise, threat_model.md
-    DDP-NOISE): ``ddp_noise`` >= 0, the noise multiplier z (0: off), ``ddp_clip`` > 0, the L2
-    bound on each client's contribution, and ``ddp_delta`` in (0, 1), the delta the run's
-    epsilon is reported at."""
+class DDPNoise(PrivacyOptions):
+    """Distributed DP inside a plan's secure sums (protocol SumNoise, threat_model.md
+    DDP-NOISE): ``ddp_noise`` >= 0, the noise multiplier z (0: off), and ``ddp_clip`` > 0, the L2
+    bound on one unit's contribution; clients compare both with their ``--min-ddp-noise``."""
 
     ddp_noise: float = 0.0
     ddp_clip: float = 1.0
+
+
+@dataclass(frozen=True)
+class DDPOptions(DDPNoise):
+    """Distributed DP on a plan's secure model sums: ``ddp_noise``, ``ddp_clip`` > 0, the L2
+    bound on each client's contribution, and ``ddp_delta`` in (0, 1), the delta the run's
+    epsilon is reported at."""
+
     ddp_delta: float = 1e-5
+
+
+@dataclass(frozen=True)
+class WindowDDPOptions(DDPNoise):
+    """Distributed DP on every secure sum of a plan's windows (FedSTGD, papers/fedstgd_dp.py;
+    threat_model.md ST-DDP), one window of one client being the unit: ``ddp_noise`` z, every
+    sum's noise multiplier (0: off); ``ddp_clip`` > 0, the L2 bound on one window's P/Q row;
+    ``ddp_gradient_clip`` > 0, on one window's row of a gradient sum (dL/dS, far smaller);
+    ``ddp_reading_clip`` > 0, the largest reading (in the data's units: passengers per slot) the
+    normalisation sum counts; ``ddp_error_clip`` > 0, the L2 bound on one evaluation window's
+    row of error statistics (each in units of the normalisation's standard deviation)."""
+
+    ddp_clip: float = 20.0
+    ddp_gradient_clip: float = 1e-4
+    ddp_reading_clip: float = 4000.0
+    ddp_error_clip: float = 4.0

@@ -27,9 +27,10 @@ def released_errors(ctx: ServerContext, spec: SumSpec) -> StepGen[dict | None]:
         return None
 
 
-def report_errors(ctx: ClientContext, name: str, sums):
-    """Client side of :func:`released_errors`: the only sums a client lets the server see."""
+def report_errors(ctx: ClientContext, name: str, sums, *, private: bool = False):
+    """Client side of :func:`released_errors`: the only sums a client lets the server see
+    (``private``: they carry the client's data, so its distributed DP floor applies)."""
     try:
-        yield ctx.secure_sum(name, sums, releasable=True)
+        yield ctx.secure_sum(name, sums, releasable=True, private=private)
     except SumAbandoned:
         pass

@@ -39,14 +39,43 @@ sums pair windows across clients), so batches are not Poisson samples: each epoc
 fixed and disjoint, every window is in one step per epoch, and an epoch is one release of each
 window at sample rate 1 (parallel composition). A window's gradient is computed per window
 through the sum tape (training/sum_tape.py per_sample_gradients), clipped to ``dpsgd_clip`` and
-noised (opacus' DPOptimizer). The unit is one window of one client's stations; it reaches every
-client's gradient through the P/Q sums, and replacing it moves each client's clipped window
-gradient by up to 2 clips: 2 sqrt(M) clips over the M clients' noisy gradients together (2 without
-cross-client sums), the ``sensitivity`` the accountant prices ``dpsgd_sigma`` at. What the
-epsilon covers: everything computed from the noisy gradients (the FedAvg sums the server sees,
-every client's model). What it does not: the P/Q sums and their gradient sums of every batch,
-the set-up's normalisation sum and the released error sums, which the server sees without noise
-(ST-SUMS). ``sync="batch"`` with DP-SGD is not offered.
+noised (opacus' DPOptimizer). The unit is one window of one client's stations, and neighbours
+replace one window by another. Without noise in the sums the window reaches every client's
+gradient through the P/Q sums, and replacing it moves each client's clipped window gradient by up
+to 2 clips: 2 sqrt(M) clips over the M clients' noisy gradients together (2 without cross-client
+sums), the ``sensitivity`` the accountant prices ``dpsgd_sigma`` at. That epsilon covers what is
+computed from the noisy gradients (the FedAvg sums, every model) but not the P/Q sums and their
+gradient sums, the normalisation sum and the error sums, which the server then sees without
+noise (ST-SUMS). ``sync="batch"`` with DP-SGD is not offered.
+
+One guarantee for everything (``ddp_noise`` > 0, with DP-SGD; papers/fedstgd_dp.py, the noise,
+and papers/fedstgd_budget.py, the account; threat_model.md ST-DDP). Every sum that carries the
+windows is noised by the clients inside the secure sum (the Skellam mechanism of
+protocol/sum_backends/ddp_noise.py, written once): each client clips every window's part of its
+contribution to the sum's bound C and adds its share of noise of standard deviation z C
+(``ddp_noise`` z), so the sum carries it whatever the server does, and no sum is released
+without it. Replacing one window of one client changes, in its client's contribution only:
+  - each P/Q sum of its batch: its row (P_kj[b], Q_kj[b]), clipped to C = ``ddp_clip``: by at most 2C
+    in L2 (the other clients' rows depend on it only through sums released before, with their
+    noise: adaptive composition);
+  - each gradient sum of its batch (exact gradients): its row of dL_i/dS, clipped to
+    C = ``ddp_gradient_clip``: 2C, on a grid fine enough that rounding adds at most 1%;
+  - the normalisation sum: its row (the sum and the sum of squares of its readings, each
+    clipped to [-V, V], V = ``ddp_reading_clip``, in units of n V and n V^2 for the n readings of
+    the largest client's window): 2 sqrt(2);
+  - the validation or test error sum: its row (squared, absolute and percentage errors and count,
+    in units of the normalisation's sigma), clipped to C = ``ddp_error_clip``: 2C;
+  - its client's DP-SGD step: 2 clips (the other clients' gradients see the window only through
+    the noised sums, so ``dpsgd_sensitivity`` is 2 whatever M is).
+Each sum's rounding to its grid adds up to sqrt(d) to the 2C (d: a row's values). Releases per
+window (fedstgd_budget.releases_per_window): a training window sits in one batch per epoch,
+whose 2(steps_in + steps_out) P/Q sums and as many gradient sums each release it once, in one
+DP-SGD step per epoch and in the normalisation sum once; a validation window in every round's
+evaluation P/Q sums and validation error sum; a test window in the test's once. Everything else
+is post-processing of these: each client's model is its data through its noisy DP-SGD steps and
+the noised sums, so the FedAvg sums need no noise of their own. The run reports one epsilon, the
+largest over windows and clients of their releases composed (Skellam RDP for the sums, Gaussian
+RDP for DP-SGD, added order by order), from RDP and PRV, at ``dp_delta``.
 
 The server sees only sums: of P/Q, of their gradients, of weights and of error statistics.
 Model choices the paper leaves open are listed in models/fedstgd.py.
@@ -59,6 +88,7 @@ import dataclasses
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -72,20 +102,21 @@ from secure_fedgraph.data.sources import known_layout, layout_of, load_series, n
 from secure_fedgraph.errors import ConfigError, SumAbandoned
 from secure_fedgraph.models.fedstgd import ADJACENCIES, FedSTGDModel, ModelShape, slots_of
 from secure_fedgraph.papers import local_dp
-from secure_fedgraph.papers.dp_options import DPSGDOptions
+from secure_fedgraph.papers import fedstgd_budget, fedstgd_dp
+from secure_fedgraph.papers.dp_options import DPSGDOptions, WindowDDPOptions
+from secure_fedgraph.papers.fedstgd_dp import ERRORS
 from secure_fedgraph.papers.base import Plan
 from secure_fedgraph.validation import positive, positive_number
 from secure_fedgraph.papers.error_totals import errors_spec, released_errors, report_errors
 from secure_fedgraph.protocol.engine.contexts import ClientContext, ServerContext
 from secure_fedgraph.seeds import derive_seed
-from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
+from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec, TensorSpec
 from secure_fedgraph.training.forecasting import load_weights
 from secure_fedgraph.training.metrics import masked_error_sums, pooled_errors
 from secure_fedgraph.training.sum_tape import SumTape
 
 GRADIENTS = ("exact", "detached")
 NORMALISATION = SumSpec("normalisation", (TensorSpec("sum", (1,)), TensorSpec("sum_sq", (1,)), TensorSpec("count", (1,))), clip_range=1e12)
-ERRORS = ("sse", "sae", "sape", "count")
 SYNCS = ("round", "batch")
 GLOBAL_GRADIENT = "global-grad"
 GLOBAL_GRADIENT_CLIP = 1e7  # sync="batch": the global parameters' gradients of the pooled loss, with a wide margin
@@ -93,7 +124,7 @@ GRADIENT_RESOLUTION = 1e-10  # the gradient sums carry dL/dS of a mean over ~1e4
 
 
 @dataclass(frozen=True)
-class FedSTGDConfig(DPSGDOptions):
+class FedSTGDConfig(DPSGDOptions, WindowDDPOptions):
     """Options of the fedstgd plan (``--set KEY=VALUE``); defaults are the paper's.
 
     Attributes:
@@ -129,7 +160,17 @@ class FedSTGDConfig(DPSGDOptions):
             need (GRADIENT_RESOLUTION), and the backend chooses an encoding that holds both.
         dpsgd_sigma, dpsgd_clip, dp_delta: DP-SGD over the fixed batches, per window (0: plain
             Adam; see the module docstring), the per-window L2 clip, and the delta epsilon is
-            reported at.
+            reported at (with ``ddp_noise`` too: the run's one epsilon).
+        ddp_noise: distributed DP noise multiplier z of every sum of the windows (0: off, the
+            default; > 0 needs ``dpsgd_sigma`` > 0 and more than one client): P/Q, their
+            gradients, the normalisation and the error statistics (module docstring; papers/fedstgd_dp.py).
+        ddp_clip: L2 bound on one window's row of a P/Q sum (20: about the 90th percentile of
+            the rows of HZMetro's 4 clients at the paper's sizes).
+        ddp_gradient_clip: L2 bound on one window's row of a gradient sum (1e-4).
+        ddp_reading_clip: the largest reading the normalisation counts, in the data's units
+            (4000: HZMetro's passengers per 15 minutes stay below 3,809; set it for other data).
+        ddp_error_clip: L2 bound on one evaluation window's row of error statistics, each in
+            units of the normalisation's standard deviation (4).
         seed: run seed (global initialisation, private embeddings, batch order).
     """
 
@@ -192,15 +233,22 @@ class FedSTGDConfig(DPSGDOptions):
         if not isinstance(milestones, tuple) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in milestones):
             raise ConfigError(f"milestones must be a list of epochs >= 1, got {self.milestones!r}")
         object.__setattr__(self, "milestones", milestones)
-        super().__post_init__()  # dpsgd_sigma, dpsgd_clip, dp_delta
+        super().__post_init__()  # dpsgd_sigma, dpsgd_clip, dp_delta, ddp_noise and its bounds
         if self.dpsgd_sigma and self.sync == "batch":
             raise ConfigError("dpsgd_sigma needs sync='round': with sync='batch' every client steps on the pooled gradient, which "
                               "is not a sum of noised per-window gradients")
+        if self.ddp_noise and not self.dpsgd_sigma:
+            raise ConfigError(f"ddp_noise={self.ddp_noise:g} needs dpsgd_sigma > 0 (e.g. --set dpsgd_sigma={self.ddp_noise:g}): without "
+                              "DP-SGD each client's model, which the FedAvg sum and every later P/Q row carry, holds its windows' "
+                              "gradients without noise")
+        if self.ddp_noise and self.clients == 1:
+            raise ConfigError("ddp_noise noises the clients' secure sums; the one-party run (clients=1) makes none")
 
     @property
     def dpsgd_sensitivity(self) -> float:
-        """Clips one window of one client moves the clients' noisy gradients by (module docstring)."""
-        return 2 * math.sqrt(self.clients) if self.cross_client else 2.0
+        """Clips one window of one client moves the clients' noisy gradients by (module docstring):
+        with distributed DP the others' gradients see the window only through noised sums."""
+        return 2 * math.sqrt(self.clients) if self.cross_client and not self.ddp_noise else 2.0
 
     @property
     def cross_client(self) -> bool:
@@ -257,28 +305,37 @@ class FedSTGDSums:
         self.config = config
         self.shape = config.shape_for(layout)
 
-    def forward(self, index: int, batch: int) -> SumSpec:
-        """P_kj and Q_kj of sum ``index`` for a batch of ``batch`` windows."""
+    def forward(self, index: int, batch: int, noise: SumNoise | None = None) -> SumSpec:
+        """P_kj and Q_kj of sum ``index`` for a batch of ``batch`` windows (with distributed DP,
+        ``noise`` per window instead of a clipping range)."""
+        if noise is not None:
+            return self._pq("pq", index, batch, noise=noise)
         return self._pq("pq", index, batch, clip_range=self.config.forward_clip)
 
-    def gradient(self, index: int, batch: int) -> SumSpec:
-        """dL_i/dS of sum ``index``: values far below the default fixed-point resolution."""
+    def gradient(self, index: int, batch: int, noise: SumNoise | None = None) -> SumSpec:
+        """dL_i/dS of sum ``index``: values far below the default fixed-point resolution (with
+        distributed DP, ``noise`` per window on a grid as fine as it states)."""
+        if noise is not None:
+            return self._pq("pq-grad", index, batch, noise=noise)
         return self._pq("pq-grad", index, batch, clip_range=self.config.gradient_clip, resolution=GRADIENT_RESOLUTION)
 
     def global_gradient(self, global_weights: dict[str, np.ndarray]) -> SumSpec:
         """``sync="batch"``: the global parameters' gradients, summed after every batch."""
         return SumSpec.of(GLOBAL_GRADIENT, global_weights, clip_range=GLOBAL_GRADIENT_CLIP, resolution=GRADIENT_RESOLUTION, streaming=True)
 
-    def batch(self, size: int, *, training: bool, synced: SumSpec | None = None) -> list[SumSpec]:
+    def batch(self, size: int, *, training: bool, synced: SumSpec | None = None,
+              noise: Callable[[str], SumNoise | None] | None = None) -> list[SumSpec]:
         """The sums of one batch of ``size`` windows, in the order the server asks for them: the
         P/Q sums, their gradients in reverse with exact gradients (training), then ``synced``
-        (the global gradient with ``sync="batch"``)."""
+        (the global gradient with ``sync="batch"``). ``noise``: each sum's distributed DP, by
+        name ("pq", "pq-grad"; papers/fedstgd_dp.py: window_noise)."""
         c = self.config
+        noise = noise or (lambda name: None)
         specs = []
         if c.cross_client:
-            specs += [self.forward(index, size) for index in range(self.shape.n_sums)]
+            specs += [self.forward(index, size, noise("pq")) for index in range(self.shape.n_sums)]
             if training and c.gradients == "exact":
-                specs += [self.gradient(index, size) for index in reversed(range(self.shape.n_sums))]
+                specs += [self.gradient(index, size, noise("pq-grad")) for index in reversed(range(self.shape.n_sums))]
         return specs + ([] if synced is None else [synced])
 
     def per_batch(self, *, training: bool = True) -> int:
@@ -298,7 +355,7 @@ class FedSTGDSums:
         forward = sum(self.forward(i, c.batch_size).size for i in range(self.shape.n_sums))
         return forward * (2 if c.gradients == "exact" else 1)
 
-    def _pq(self, name: str, index: int, batch: int, **precision: float) -> SumSpec:
+    def _pq(self, name: str, index: int, batch: int, **precision: Any) -> SumSpec:
         # streaming: 32 sums per batch, each awaited by the next step (mask's streaming variant, M-STREAM)
         shapes = tuple(TensorSpec(k, v) for k, v in self.shape.sum_shapes(index, batch).items())
         return SumSpec(name, shapes, streaming=True, **precision)
@@ -376,6 +433,9 @@ class FedSTGD(Plan):
         c = self.config
         if option not in (None, "dpsgd_sigma"):
             raise ConfigError(f"plan {self.name} calibrates dpsgd_sigma, not {option!r}")
+        if c.ddp_noise:
+            raise ConfigError("a target epsilon calibrates dpsgd_sigma alone; with ddp_noise the run's epsilon also depends on the "
+                              "clients that survive each sum: set dpsgd_sigma and ddp_noise (sweep fedstgd --sigmas)")
         sigma = local_dp.calibrated_sigma(c, target_epsilon, rate=1.0, steps=c.rounds * c.local_epochs)
         return FedSTGD(dataclasses.replace(c, dpsgd_sigma=sigma * c.dpsgd_sensitivity))
 
@@ -408,7 +468,8 @@ class FedSTGD(Plan):
         global_weights = initial_weights(c, layout)
         with ctx.phase("set-up"):
             yield from ctx.start_round(0)
-            yield from ctx.secure_sum(NORMALISATION)  # 0.
+            moments = yield from ctx.secure_sum(self._normalisation(ctx, layout))  # 0.
+            scaler = fedstgd_dp.scaler_from_moments(moments.values, c, layout) if c.ddp_noise else None  # to decode the error rows
             yield from ctx.broadcast("model", global_weights)  # line 5: Θ and E_τ
         history, batches = [], 0
         synced = sums.global_gradient(global_weights) if c.sync == "batch" else None
@@ -427,11 +488,11 @@ class FedSTGD(Plan):
                     except SumAbandoned:
                         pass  # every client keeps its own global parameters this round
             with ctx.phase("evaluation"):
-                errors = yield from self._server_evaluation(ctx, sums, "val", layout)  # 4.
+                errors = yield from self._server_evaluation(ctx, sums, "val", layout, scaler)  # 4.
             history.append({"round": r, "clients": len(ctx.live), **errors})
             ctx.report(r, clients=len(ctx.live), val_rmse=errors["rmse"], val_mae=errors["mae"], val_mape=errors["mape"])
         with ctx.phase("evaluation"):
-            test = yield from self._server_evaluation(ctx, sums, "test", layout)  # 5.
+            test = yield from self._server_evaluation(ctx, sums, "test", layout, scaler)  # 5.
         per_batch = {
             "secure_sums_per_batch": sums.per_batch(),
             "elements_up_per_client_per_batch": sums.elements_per_batch() + (synced.size if synced else 0),
@@ -439,7 +500,9 @@ class FedSTGD(Plan):
         }
         metrics = {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
                    "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
-        if c.dpsgd_sigma:
+        if c.ddp_noise:  # one epsilon for everything the run releases about one window
+            metrics["privacy"] = yield from fedstgd_budget.server_report(ctx, c, unit=self.dpsgd_unit.description)
+        elif c.dpsgd_sigma:
             metrics["privacy"] = yield from local_dp.server_report(
                 ctx, c, unit=self.dpsgd_unit, mechanisms=[],
                 sampling=f"the fixed batches every client shares (one release per window and epoch, counted as one step at rate 1), "
@@ -447,22 +510,32 @@ class FedSTGD(Plan):
                          "by up to 2 clips; the P/Q, gradient, normalisation and error sums are not covered")
         return metrics
 
+    def _normalisation(self, ctx: ServerContext, layout: SeriesLayout) -> SumSpec:
+        """Step 0's sum: the moments of the training inputs, or with distributed DP one noised row per window."""
+        noise = fedstgd_dp.window_noise(ctx, self.config, layout, NORMALISATION.name)
+        return NORMALISATION if noise is None else fedstgd_dp.statistics_spec(NORMALISATION.name, fedstgd_dp.MOMENTS, noise)
+
     def _server_batch(self, ctx: ServerContext, sums: FedSTGDSums, size: int, *, training: bool, synced: SumSpec | None = None):
         """The sums of one batch; returns 1, or 0 when one of them was abandoned (the batch too)."""
+        noise = functools.partial(fedstgd_dp.window_noise, ctx, self.config, ctx.data)
         try:
-            for spec in sums.batch(size, training=training, synced=synced):
+            for spec in sums.batch(size, training=training, synced=synced, noise=noise):
                 yield from ctx.secure_sum(spec)
         except SumAbandoned:
             return 0
         return 1
 
-    def _server_evaluation(self, ctx: ServerContext, sums: FedSTGDSums, split: str, layout: SeriesLayout):
+    def _server_evaluation(self, ctx: ServerContext, sums: FedSTGDSums, split: str, layout: SeriesLayout, scaler: ZScore | None):
         for size in self.config.batches(split, layout):
             yield from self._server_batch(ctx, sums, size, training=False)
         name = "validation" if split == "val" else "test"
-        totals = yield from released_errors(ctx, errors_spec(name, ERRORS, clip_range=1e12))
+        noise = fedstgd_dp.window_noise(ctx, self.config, layout, name)
+        spec = errors_spec(name, ERRORS, clip_range=1e12) if noise is None else fedstgd_dp.statistics_spec(name, ERRORS, noise)
+        totals = yield from released_errors(ctx, spec)
         if totals is None:
             return {"rmse": math.nan, "mae": math.nan, "mape": math.nan}
+        if noise is not None:  # the noised sum of every window's error row, decoded (post-processing)
+            totals = fedstgd_dp.errors_from_rows(totals, scaler, self.config, layout)
         errors = pooled_errors(totals)
         return {"rmse": errors.rmse, "mae": errors.mae, "mape": errors.mape_percent}
 
@@ -472,8 +545,12 @@ class FedSTGD(Plan):
         c = self.config
         data: ClientData = ctx.data
         layout = data.layout
-        moments = yield ctx.secure_sum(NORMALISATION.name, data.splits.training_sums())  # 0.
-        scaler = ZScore.from_sums(moments.values, layout.channels)
+        if c.ddp_noise:  # 0. one clipped row per training window, noised
+            moments = yield ctx.secure_sum(NORMALISATION.name, fedstgd_dp.window_moments(data.splits.train.x, c, layout), private=True)
+            scaler = fedstgd_dp.scaler_from_moments(moments.values, c, layout)
+        else:  # 0.
+            moments = yield ctx.secure_sum(NORMALISATION.name, data.splits.training_sums(), private=True)
+            scaler = ZScore.from_sums(moments.values, layout.channels)
         splits = data.splits.normalised(scaler)
         model = client_model(c, ctx.client_id, len(data.stations), (yield ctx.receive("model")), layout)
         training = c.windows("train", layout)
@@ -509,7 +586,7 @@ class FedSTGD(Plan):
     def _summed_by(self, ctx: ClientContext, name: str):
         """How the sum tape sums: through secure sum ``name``, or (no inter-client sums) the
         client's own value is the sum."""
-        return (lambda tensors: ctx.secure_sum(name, tensors)) if self.config.cross_client else None
+        return (lambda tensors: ctx.secure_sum(name, tensors, private=True)) if self.config.cross_client else None
 
     def _client_batch(self, ctx: ClientContext, model: FedSTGDModel, optimiser, x, y, slots, scaler: ZScore, private=None, *, n_total: int):
         """One training batch: the forward pass through the P/Q sums (eqs. 22-23, then 13-16
@@ -539,6 +616,7 @@ class FedSTGD(Plan):
     def _client_evaluation(self, ctx: ClientContext, model: FedSTGDModel, windows, scaler: ZScore, name: str):
         c = self.config
         totals = {k: np.zeros(1) for k in ERRORS}
+        rows = []  # with distributed DP: every window's error row (papers/fedstgd_dp.py)
         for start in range(0, len(windows), c.eval_batch_size):
             x, y, slots = window_batch(windows, np.arange(start, min(start + c.eval_batch_size, len(windows))))
             with torch.no_grad():
@@ -548,9 +626,14 @@ class FedSTGD(Plan):
                 prediction = yield from SumTape().forward(segment, model.shape.n_sums, summed_by=self._summed_by(ctx, "pq"), grad=False)
             except SumAbandoned:
                 continue  # the server dropped this batch from the evaluation too
+            if c.ddp_noise:
+                rows.append(fedstgd_dp.window_errors(scaler.inverse(prediction.numpy()), y, scaler, c, ctx.data.layout))
+                continue
             sums = masked_error_sums(scaler.inverse(prediction.numpy()), y)
             totals = {k: totals[k] + sums[k] for k in ERRORS}
-        yield from report_errors(ctx, name, totals)
+        if c.ddp_noise:  # one row per window evaluated (a zero row if every batch was abandoned)
+            totals = {k: np.concatenate([r[k] for r in rows]) if rows else np.zeros((1, 1)) for k in ERRORS}
+        yield from report_errors(ctx, name, totals, private=True)
 
 
 def load_weights_global(model: FedSTGDModel, weights: dict[str, Any]) -> None:

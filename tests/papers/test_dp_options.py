@@ -10,11 +10,19 @@ import pytest
 
 from secure_fedgraph.errors import ConfigError
 from secure_fedgraph.papers import PLAN_NAMES, plan_class
-from secure_fedgraph.papers.dp_options import DDPOptions, DeltaOption, DPOptions, DPSGDOptions, PrivacyOptions
+from secure_fedgraph.papers.dp_options import (
+    DDPNoise,
+    DDPOptions,
+    DeltaOption,
+    DPOptions,
+    DPSGDOptions,
+    PrivacyOptions,
+    WindowDDPOptions,
+)
 
-GROUPS = (DPOptions, DPSGDOptions, DDPOptions, DeltaOption)
+GROUPS = (DPOptions, DPSGDOptions, DDPNoise, DDPOptions, WindowDDPOptions, DeltaOption)
 BAD = {"dp_sigma": -1.0, "dp_clip": 0.0, "dp_delta": 1.0, "dpsgd_sigma": float("nan"), "dpsgd_clip": -2.0, "ddp_noise": -0.5,
-       "ddp_clip": 0, "ddp_delta": True}
+       "ddp_clip": 0, "ddp_delta": True, "ddp_gradient_clip": -1e-4, "ddp_reading_clip": 0.0, "ddp_error_clip": float("inf")}
 MESSAGE = {"dp_delta": "dp_delta must be a float in (0, 1), got 1.0", "ddp_delta": "ddp_delta must be a number in (0, 1), got True"}
 CONFIGS = {name: plan_class(name).Config for name in PLAN_NAMES}
 
@@ -27,7 +35,8 @@ def _names(group: type) -> set[str]:
 def test_a_config_with_a_groups_field_has_the_group(plan):
     config = CONFIGS[plan]
     fields = {f.name for f in dataclasses.fields(config)}
-    for field, group in (("dp_sigma", DPOptions), ("dpsgd_sigma", DPSGDOptions), ("ddp_noise", DDPOptions), ("dp_delta", DeltaOption)):
+    for field, group in (("dp_sigma", DPOptions), ("dpsgd_sigma", DPSGDOptions), ("ddp_noise", DDPNoise), ("ddp_delta", DDPOptions),
+                         ("ddp_gradient_clip", WindowDDPOptions), ("dp_delta", DeltaOption)):
         assert issubclass(config, group) == (field in fields), (plan, field)
     assert {name for name in BAD if name in fields} == set().union(*(_names(g) for g in GROUPS if issubclass(config, g)))
 
@@ -50,5 +59,7 @@ def test_the_defaults_are_the_plans_ones():
     assert defaults["nfedgnn"] == {"dp_sigma": 0.0, "dp_clip": 1.0, "dp_delta": 1e-5}
     assert defaults["fedavg-gru"] == defaults["local-gru"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5, "ddp_noise": 0.0,
                                                                "ddp_clip": 1.0, "ddp_delta": 1e-5}
-    assert defaults["fedrel"] == defaults["fedstgd"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5}
+    assert defaults["fedrel"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5}
+    assert defaults["fedstgd"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5, "ddp_noise": 0.0, "ddp_clip": 20.0,
+                                   "ddp_gradient_clip": 1e-4, "ddp_reading_clip": 4000.0, "ddp_error_clip": 4.0}
     assert defaults["fedavg-vector"] == {"ddp_noise": 0.0, "ddp_clip": 1.0, "ddp_delta": 1e-5}

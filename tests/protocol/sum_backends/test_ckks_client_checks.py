@@ -261,7 +261,7 @@ def test_a_client_requiring_distributed_dp_noise_encrypts_no_private_sum_with_ck
     run.session.start_round()
     run.sum("err")
     assert all(c.last_result.spec.name == "err" for c in run.clients.values())
-    with pytest.raises(ProtocolError, match=r"^sum 'model' of this client's model carries distributed DP noise multiplier 0 "
+    with pytest.raises(ProtocolError, match=r"^sum 'model' of this client's model or data carries distributed DP noise multiplier 0 "
                                             r".*below 1 .*\(--min-ddp-noise\)$"):
         run.session.secure_sum("model", INPUTS, private=True)
     assert not run.clients[VICTIM].exposed("model")
