@@ -100,6 +100,9 @@ def epsilon_matches_the_releases(view: RunView) -> Finding:
     """Epsilon recomputed from the releases and DP-SGD steps the transcript shows equals the run's report."""
     if "dp_sigma" not in view.plan_config and "dpsgd_sigma" not in view.plan_config:
         return not_applicable("DP-ACCOUNT", f"plan {view.plan} has no Gaussian DP option")
+    if view.plan_config.get("ddp_noise") and run_plan(view).ddp_composes_dpsgd:
+        return not_applicable("DP-ACCOUNT", f"plan {view.plan} reports one epsilon for its DP-SGD steps and its noised sums: DDP-ACCOUNT "
+                                            "recomputes it")
     found = transcript_epsilons(view)
     if found is None:
         return not_applicable("DP-ACCOUNT", "no noised uploads and no DP-SGD steps in this run")
@@ -163,16 +166,19 @@ def sums_carry_the_announced_noise(view: RunView) -> Finding:
     if not announced and not noised:
         return not_applicable("DDP-NOISE", "ddp_noise 0: the run claims no distributed DP")
     names = {a.name for a in noised}
-    bare = [a for a in view.sums if a.request.spec.noise is None and (a.name in names or (announced and a.name in ("weights", "update")))]
+    expected = run_plan(view).noised_sums() if announced else {}  # the sums the plan noises, each at its bound
+    bare = [a for a in view.sums if a.request.spec.noise is None and (a.name in names or a.name in expected)]
     clip = float(view.plan_config.get("ddp_clip", 0) or 0)
-    wrong = [a for a in noised if not (math.isclose(a.request.spec.noise.noise_multiplier, announced) and math.isclose(a.request.spec.noise.l2_clip, clip))]
+    wrong = [a for a in noised if not (math.isclose(a.request.spec.noise.noise_multiplier, announced)
+                                       and math.isclose(a.request.spec.noise.l2_clip, expected.get(a.name, clip)))]
     if announced and not noised:
         return failed("DDP-NOISE", f"ddp_noise {announced:g} announced, but no sum the server started carried distributed DP noise")
     if bare or wrong:
         example = (bare or wrong)[0]
-        return failed("DDP-NOISE", f"{len(bare)} sums of a noised model without noise and {len(wrong)} with other noise than the announced "
-                                   f"z {announced:g}, C {clip:g} (e.g. {example.name}, round {example.round})")
-    said = f"{len(noised)} sums ({', '.join(sorted(names))}) carried noise multiplier {announced:g} over L2 clip {clip:g}"
+        return failed("DDP-NOISE", f"{len(bare)} sums the plan noises without noise and {len(wrong)} with other noise than the announced "
+                                   f"z {announced:g} and the plan's bound (e.g. {example.name}, round {example.round})")
+    bounds = ", ".join(f"{n} {expected.get(n, clip):g}" for n in sorted(names))
+    said = f"{len(noised)} sums carried noise multiplier {announced:g} over their L2 bounds ({bounds})"
     ratios = _noise_ratios(view, noised)
     if not ratios:
         return passed("DDP-NOISE", f"{said}; the noise in them needs the clients' records and an aggregate the server holds (server-only sums "
@@ -238,6 +244,7 @@ def noised_sums_fit_the_ring(view: RunView) -> Finding:
 def ddp_epsilon_matches_the_noised_sums(view: RunView) -> Finding:
     """The run's distributed DP report, recomputed by the noise ledger from the noised sums the
     transcript shows delivered (their specs and contributors)."""
+    from secure_fedgraph.privacy import Steps
     from secure_fedgraph.protocol.engine.noise_ledger import NoiseLedger
     from secure_fedgraph.protocol.sum_backends.config import config_from_dict
 
@@ -248,8 +255,12 @@ def ddp_epsilon_matches_the_noised_sums(view: RunView) -> Finding:
     for attempt in delivered:
         ledger.record(attempt.round, attempt.request.spec, frozenset(attempt.contributors))
     config = config_from_dict(view.config["secure_sum"])
-    ours = ledger.report(delta=float(view.plan_config.get("ddp_delta", 1e-5)), precision_bits=config.mask.precision_bits,
-                         server_sees_inputs=view.backend == "plain", colluders=config.mask.adversary.colluders(len(view.run_clients)))
+    terms = {"precision_bits": config.mask.precision_bits, "server_sees_inputs": view.backend == "plain",
+             "colluders": config.mask.adversary.colluders(len(view.run_clients))}
+    steps = {c: [Steps(s, rate, n, sensitivity)] for c, (s, rate, n, sensitivity) in dpsgd_reports(view).items()}
+    ours = run_plan(view).noise_account(ledger.sums, steps, clients=sorted(view.run_clients), **terms)
+    if ours is None:
+        ours = ledger.report(delta=float(view.plan_config.get("ddp_delta", 1e-5)), **terms)
     said = (f"{len(delivered)} noised sums delivered: epsilon {ours['epsilon_max']:.4g} at delta {ours['delta']:g} "
             f"(with {ours['colluders']} colluders {ours['epsilon_with_colluders']:.4g})")
     reported = (view.metrics or {}).get("privacy")

@@ -15,21 +15,26 @@ from secure_fedgraph.validation import positive, positive_number
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
+    from secure_fedgraph.papers import plans_where
+
+    swept = plans_where(lambda e: e.privacy_option is not None)
     sweep = commands.add_parser("sweep", help="accuracy or error against privacy budget: a plan run per noise multiplier, CSV, table, PNG",
                                 description="Run PLAN (cnfgnn: DP noise multiplier on the uploaded hidden states; nfedgnn: on the "
-                                "uploaded latents h_i; fedavg-gru: distributed DP inside the FedAvg sum) once per noise multiplier (or per target epsilon, the run "
+                                "uploaded latents h_i; fedavg-gru: distributed DP inside the FedAvg sum; fedstgd: distributed DP in every "
+                                "sum of its windows and DP-SGD, both at the multiplier, one epsilon) once per noise multiplier (or per target epsilon, the run "
                                 "calibrating its multiplier) and seed, each in its own process "
                                 "(up to --jobs at once), beside the same plan without noise and the centralised baseline with the same "
                                 "budget (cnfgnn, fedavg-gru: compare's method; nfedgnn: the PyG model on the whole graph, as many epochs as rounds), and write "
                                 "OUT/sweep.csv, OUT/sweep.md (which also says which neighbouring points overlap within the seeds' spread) "
                                 "and OUT/sweep.png (the test metric against epsilon, log-scaled, the seeds' spread as a band). Every run's "
                                 "folder is under OUT/points/. Exit status 1 if a run failed.")
-    sweep.add_argument("plan", help="plan name: cnfgnn, nfedgnn or fedavg-gru")
+    sweep.add_argument("plan", help=f"plan name: {', '.join(swept)}")
     points = sweep.add_mutually_exclusive_group(required=True)
     points.add_argument("--sigmas", metavar="S1,S2,...", help="noise multipliers, one private run each (per seed)")
     points.add_argument("--epsilons", metavar="E1,E2,...",
                         help="target epsilons instead, one private run each (per seed) calibrating its noise multiplier with "
-                             "run --target-epsilon (cnfgnn and nfedgnn: fedavg-gru's distributed DP epsilon depends on the survivors)")
+                             "run --target-epsilon (cnfgnn and nfedgnn: the distributed DP epsilon of fedavg-gru and fedstgd "
+                             "depends on the survivors)")
     sweep.add_argument("--seeds", default="0", metavar="N1,N2,...",
                        help="run seeds; each gives one marker per sigma and its own reference runs (default 0)")
     sweep.add_argument("--jobs", type=count(), default=1, help="runs at the same time, each its own process (default 1)")

@@ -52,6 +52,9 @@ class PlanEntry:
             otherwise why a resumed run is refused.
         privacy_option: the config option holding the noise multiplier ``secure-fedgraph
             sweep`` varies (None: the plan has none to sweep).
+        also_swept: further options a sweep sets to the same multiplier (fedstgd: ``dpsgd_sigma``
+            beside ``ddp_noise``, one multiplier for its sums and its DP-SGD steps, as its one
+            epsilon covers both); the non-private reference sets them to 0 too.
         calibrates: whether the plan calibrates ``privacy_option`` to a target epsilon before a
             run (``sweep --epsilons``, ``run --target-epsilon``).
         attacked: whether the audit attacks its uploads (secure_fedgraph/audit/attacks/: what
@@ -68,6 +71,7 @@ class PlanEntry:
     dataset: str | None = None
     why_not_resumable: str | None = None
     privacy_option: str | None = None
+    also_swept: tuple[str, ...] = ()
     calibrates: bool = False
     attacked: bool = False
     centralised_method: str | None = None
@@ -76,6 +80,13 @@ class PlanEntry:
     def __post_init__(self) -> None:
         if self.calibrates and self.privacy_option is None:
             raise ConfigError(f"plan {self.name}: calibrates=True needs a privacy_option")
+        if self.also_swept and self.privacy_option is None:
+            raise ConfigError(f"plan {self.name}: also_swept needs a privacy_option")
+
+    @property
+    def swept(self) -> tuple[str, ...]:
+        """Every option a sweep sets to its noise multiplier: ``privacy_option`` first."""
+        return () if self.privacy_option is None else (self.privacy_option, *self.also_swept)
 
     @property
     def resumable(self) -> bool:
@@ -97,7 +108,9 @@ ENTRIES: tuple[PlanEntry, ...] = (
     PlanEntry("fedstgd", "secure_fedgraph.papers.fedstgd", "FedSTGD", "hzmetro",
               why_not_resumable="each client's model, node embeddings (which never leave it), Adam and learning-rate schedule are "
                                 "not saved at round boundaries",
-              windows=Windows(4, 4, within_day=True)),
+              # distributed DP in every sum of the windows with DP-SGD at the same multiplier: one epsilon, which depends on the
+              # clients that survive each sum, so no calibration
+              privacy_option="ddp_noise", also_swept=("dpsgd_sigma",), windows=Windows(4, 4, within_day=True)),
     # reads a UEA archive (data/uea.py), checked when a client loads it
     PlanEntry("fedrel", "secure_fedgraph.papers.fedrel", "FedRel"),
     # preflight checks Cora's files; another dataset's when loaded

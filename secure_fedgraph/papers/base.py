@@ -48,6 +48,21 @@ class Plan(ABC):
         (None: no such option); with the grid it sets what --min-ddp-noise counts per unit of."""
         return getattr(self.config, "ddp_clip", None)
 
+    ddp_composes_dpsgd: ClassVar[bool] = False  # its distributed DP report composes its DP-SGD steps too (FedSTGD's one epsilon)
+
+    def noised_sums(self) -> dict[str, float]:
+        """The sums this plan's distributed DP noises, each with the L2 bound its SumNoise
+        announces (the audit's DDP-NOISE checks every one carries it): by default its model sums
+        at ``ddp_clip``; none when ``ddp_noise`` is 0."""
+        return {"weights": self.ddp_clip, "update": self.ddp_clip} if self.ddp_noise else {}
+
+    def noise_account(self, sums: list, steps: dict, *, clients: list[int], **terms: Any) -> dict | None:
+        """The ``privacy`` report of a run recomputed from its delivered noised sums (NoisedSum)
+        and its clients' DP-SGD steps, the audit's DDP-ACCOUNT; ``terms``: NoiseLedger.report's
+        but delta. None (the default): the noise ledger's own report, each client's whole
+        contribution the unit, at ``ddp_delta``."""
+        return None
+
     @property
     def seeded_randomness(self) -> bool:
         """Whether the plan's clients draw private state (initial weights, dropout masks) from the

@@ -425,6 +425,7 @@ class FedSTGD(Plan):
     Config = FedSTGDConfig
     clients_field: ClassVar[str] = "clients"
     one_party = True  # clients=1 is Table 3's centralised upper bound
+    ddp_composes_dpsgd = True  # with ddp_noise its one epsilon composes the noised sums and the DP-SGD steps
     dpsgd_unit = privacy.Unit(privacy.UnitKind.ROW, "one window (4 input and 4 output steps) of one client's stations")
 
     def calibrated(self, target_epsilon: float, *, data_dir: str | os.PathLike | None = None, option: str | None = None) -> FedSTGD:
@@ -441,6 +442,22 @@ class FedSTGD(Plan):
 
     def client_ids(self) -> list[int]:
         return list(range(self.config.clients))
+
+    def noised_sums(self) -> dict[str, float]:
+        """With distributed DP: every sum of the windows, at its bound (papers/fedstgd_dp.py);
+        FedAvg's sums carry none of their own (post-processing of the DP-SGD steps)."""
+        c = self.config
+        if not c.ddp_noise:
+            return {}
+        return {"pq": c.ddp_clip, "pq-grad": c.ddp_gradient_clip, NORMALISATION.name: fedstgd_dp.ROW_BOUND,
+                "validation": c.ddp_error_clip, "test": c.ddp_error_clip}
+
+    def noise_account(self, sums: list, steps: dict, *, clients: list[int], **terms: Any) -> dict | None:
+        """The run's one epsilon, recomputed (papers/fedstgd_budget.py)."""
+        if not self.config.ddp_noise:
+            return None
+        return fedstgd_budget.report(sums, steps, self.config, clients=clients, unit=self.dpsgd_unit.description, delta=self.config.dp_delta,
+                                     **terms)
 
     def load_server_data(self, data_dir: str | os.PathLike | None) -> SeriesLayout:
         """The dataset's public sizes (nodes, channels, slots per day, days), never its readings."""

@@ -2,7 +2,8 @@
 
 One point is one ``secure-fedgraph run`` of the plan with its noise multiplier set to one of
 the sweep's sigmas (the plan's privacy option: CNFGNN's ``dp_sigma`` on the uploaded hidden
-states, FedAvg's ``ddp_noise`` inside the secure sum), per seed; or, with target epsilons, the
+states, FedAvg's ``ddp_noise`` inside the secure sum, FedSTGD's ``ddp_noise`` in every sum of its
+windows together with its ``dpsgd_sigma``: papers.PlanEntry.swept), per seed; or, with target epsilons, the
 run calibrates that multiplier itself (``run --target-epsilon E --calibrate OPTION``, opacus'
 search) and the sweep reads the multiplier it chose from the run's metrics. Two references run beside
 them per seed: the same plan without noise (non-private), and the centralised baseline on
@@ -142,6 +143,16 @@ def _centralised(method: str, options: SweepOptions, seed: int, folder: Path, da
     return _cli("compare", "--methods", method, "--out", str(folder), *flags, *data)
 
 
+def _set(options: SweepOptions, value: str) -> tuple[str, ...]:
+    """``--set`` of every option the sweep varies (papers.PlanEntry.swept) to ``value``."""
+    return tuple(item for knob in plan_entry(options.plan).swept for item in ("--set", f"{knob}={value}"))
+
+
+def knob_label(plan: str) -> str:
+    """The swept options as the table and the plot name them ("ddp_noise = dpsgd_sigma")."""
+    return " = ".join(plan_entry(plan).swept)
+
+
 def points(options: SweepOptions) -> list[Point]:
     """Every run of the sweep, the references first (their lines frame the plot)."""
     knob = plan_entry(options.plan).privacy_option
@@ -150,7 +161,7 @@ def points(options: SweepOptions) -> list[Point]:
     for seed in options.seeds:
         folder = options.out / "points" / f"non-private-seed{seed}"
         out.append(Point("non-private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
-                                                              "--set", f"seed={seed}", "--set", f"{knob}=0")))
+                                                              "--set", f"seed={seed}", *_set(options, "0"))))
         method = plan_entry(options.plan).centralised_method
         if options.centralised and method is not None:
             folder = options.out / "points" / f"centralised-seed{seed}"
@@ -158,7 +169,7 @@ def points(options: SweepOptions) -> list[Point]:
         for sigma in options.sigmas:
             folder = options.out / "points" / f"sigma-{sigma:g}-seed{seed}"
             out.append(Point("private", sigma, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
-                                                                  "--set", f"seed={seed}", "--set", f"{knob}={sigma!r}")))
+                                                                  "--set", f"seed={seed}", *_set(options, repr(sigma)))))
         for epsilon in options.epsilons:
             folder = options.out / "points" / f"epsilon-{epsilon:g}-seed{seed}"
             out.append(Point("private", None, seed, folder, _cli("run", options.plan, "--out", str(folder), *options.run_options, *data,
@@ -292,7 +303,7 @@ def markdown(rows: Sequence[dict[str, Any]], options: SweepOptions) -> str:
     metric = rows[0]["metric"] if rows else "test_rmse"
     name = {"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric)
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
-    knob = plan_entry(options.plan).privacy_option
+    knob = knob_label(options.plan)
     target = "| target epsilon " if options.epsilons else ""
     lines = [f"{target}| noise multiplier ({knob}{', calibrated' if options.epsilons else ''}) | epsilon, RDP (delta {delta}) "
              f"| epsilon, PRV | {name} | seeds |", "|---" * (6 if options.epsilons else 5) + "|"]
@@ -373,7 +384,7 @@ def plot(rows: Sequence[dict[str, Any]], options: SweepOptions, path: Path) -> N
     delta = next((r["delta"] for r in rows if r["delta"] != ""), "")
     ax.set_xlabel(f"epsilon per client (delta {delta})")
     ax.set_ylabel({"test_rmse": "test RMSE", "test_acc": "test accuracy"}.get(metric, metric))
-    ax.set_title(f"{options.plan}: {plan_entry(options.plan).privacy_option} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
+    ax.set_title(f"{options.plan}: {knob_label(options.plan)} sweep{' (calibrated to target epsilons)' if options.epsilons else ''}",
                  fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

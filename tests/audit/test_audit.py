@@ -213,6 +213,30 @@ def test_fedstgd_sums_are_audited_and_plain_fails_st_sums(backend, tmp_path):
         assert report.finding("M-STREAM").verdict is Verdict.PASS and sum(s["streaming"] for s in report.sums) > 0
 
 
+@needs_hzmetro
+def test_a_fedstgd_run_with_distributed_dp_is_audited_against_its_one_epsilon(tmp_path):
+    """FedSTGD with ddp_noise: every sum of the windows carries the announced multiplier over
+    its own bound, and against the clients' records the noise in what the server holds has the
+    stated size (DDP-NOISE); DDP-ACCOUNT recomputes the run's one epsilon from the noised sums
+    and the DP-SGD reports the transcript shows (papers/fedstgd_budget.py), which DP-ACCOUNT
+    leaves to it. A report claiming less than that fails DDP-ACCOUNT."""
+    from secure_fedgraph.papers.fedstgd import FedSTGD, FedSTGDConfig
+
+    config = FedSTGDConfig(clients=3, rounds=1, hidden=8, node_dim=8, time_dim=8, embed_rank=2, max_windows=8, batch_size=8, eval_batch_size=8,
+                           dpsgd_sigma=2.0, ddp_noise=2.0)
+    metrics = simulate(FedSTGD(config), SecureSumConfig(), data_dir=HZMETRO_DIR, transcripts=tmp_path).metrics
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics, default=str))
+    report = audit(tmp_path, client_transcripts(tmp_path), attacks=False)
+    assert report.passed, [(f.claim, f.evidence) for f in report.findings if not f.passed]
+    assert report.finding("DDP-NOISE").verdict is Verdict.PASS and "pq-grad 0.0001" in report.finding("DDP-NOISE").evidence
+    assert report.finding("DDP-NOISE").details["sums"] == 67  # normalisation, 16 + 16 training, 16 + 16 evaluation P/Q, 2 error sums
+    assert report.finding("DDP-ACCOUNT").details["epsilon"] == pytest.approx(metrics["privacy"]["epsilon_max"], rel=1e-12)
+    assert report.finding("DP-ACCOUNT").verdict is Verdict.NOT_APPLICABLE and report.finding("DP-SGD").verdict is Verdict.PASS
+    metrics["privacy"]["epsilon_max"] /= 2
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics, default=str))
+    assert audit(tmp_path, [], attacks=False).failed == ["DDP-ACCOUNT"]
+
+
 def test_with_ckks_the_server_learns_only_the_released_sums_and_they_equal_the_plaintext_sums(tmp_path):
     plan = FedAvgGRU(FedAvgGRUConfig(sensors=4, rounds=1, hidden_size=8, max_windows=30, max_local_steps=1, batch_size=16))
     simulate(plan, SecureSumConfig(backend=Backend.CKKS), transcripts=tmp_path)

@@ -31,6 +31,7 @@ def test_the_entry_matches_its_plan(entry: PlanEntry):
     if entry.privacy_option is not None:
         assert entry.privacy_option in fields
         assert getattr(cls(), entry.privacy_option) == 0  # the plan's property the clients' floors read: off by default
+    assert set(entry.also_swept) <= fields and all(getattr(cls().config, option) == 0 for option in entry.also_swept)
     if entry.calibrates:
         assert cls.calibrated is not Plan.calibrated
     # the windows the command line checks against the data before torch loads are the plan's own defaults
@@ -69,3 +70,6 @@ def test_the_centralised_baselines_are_comparison_methods():
 def test_an_entry_that_calibrates_names_its_option():
     with pytest.raises(ConfigError, match="plan p: calibrates=True needs a privacy_option"):
         PlanEntry("p", "m", "C", calibrates=True)
+    with pytest.raises(ConfigError, match="plan p: also_swept needs a privacy_option"):
+        PlanEntry("p", "m", "C", also_swept=("dpsgd_sigma",))
+    assert PlanEntry("p", "m", "C", privacy_option="ddp_noise", also_swept=("dpsgd_sigma",)).swept == ("ddp_noise", "dpsgd_sigma")

@@ -10,7 +10,7 @@ import math
 from secure_fedgraph.cli import main
 from secure_fedgraph.privacy import USER_FEATURES
 from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
-from tests.helpers import PLANETOID_DIR, needs_planetoid
+from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, needs_hzmetro, needs_planetoid
 
 TINY = ("--rounds", "1", "--set", "sensors=3", "--set", "max_windows=24", "--set", "hidden_size=4", "--set", "max_local_steps=1",
         "--set", "batch_size=8")
@@ -120,3 +120,24 @@ def test_the_table_says_which_neighbouring_points_the_seeds_cannot_tell_apart():
     assert lines[3] == "- the noisiest point and no noise: apart"
     flat = [row("private", 4.0, 0.5), row("private", 4.0, 0.7), row("non-private", "", 0.6), row("non-private", "", 0.62)]
     assert overlaps(flat, SweepOptions(plan="nfedgnn", out=Path("unused"), sigmas=(4.0,)))[-1].endswith("no trade-off shown at this budget")
+
+
+@needs_hzmetro
+def test_a_fedstgd_sweep_sets_the_sums_noise_and_dpsgd_to_each_sigma_and_reads_the_one_epsilon(tmp_path):
+    """`sweep fedstgd --sigmas S`: every private point runs with ddp_noise = dpsgd_sigma = S (the
+    plan's one guarantee: distributed DP in every sum of its windows and DP-SGD), the
+    non-private reference with both 0; the row's epsilons are the run's (RDP and PRV)."""
+    out = tmp_path / "sweep"
+    tiny = ("--rounds", "1", "--set", "clients=3", "--set", "max_windows=8", "--set", "batch_size=8", "--set", "eval_batch_size=8",
+            *(item for k in ("hidden", "node_dim", "time_dim") for item in ("--set", f"{k}=8")), "--set", "embed_rank=2")
+    assert main(["sweep", "fedstgd", "--sigmas", "4", "--jobs", "2", "--data-dir", str(HZMETRO_DIR), "--out", str(out), *tiny]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert [(r["kind"], r["sigma"], r["metric"]) for r in rows] == [("non-private", "", "test_rmse"), ("private", "4.0", "test_rmse")]
+    private = json.loads((out / "points" / "sigma-4-seed0" / "metrics.json").read_text())
+    plain = json.loads((out / "points" / "non-private-seed0" / "metrics.json").read_text())
+    assert {k: private["config"]["config"][k] for k in ("ddp_noise", "dpsgd_sigma")} == {"ddp_noise": 4.0, "dpsgd_sigma": 4.0}
+    assert {k: plain["config"]["config"][k] for k in ("ddp_noise", "dpsgd_sigma")} == {"ddp_noise": 0, "dpsgd_sigma": 0} and "privacy" not in plain
+    assert float(rows[1]["epsilon"]) == private["privacy"]["epsilon_max"] and set(private["privacy"]["sums"]) == {
+        "normalisation", "pq", "pq-grad", "validation", "test"}
+    assert float(rows[1]["epsilon_prv"]) == private["privacy"]["accountants"]["prv"]["epsilon_max"]
+    assert "| noise multiplier (ddp_noise = dpsgd_sigma) |" in (out / "sweep.md").read_text()
