@@ -51,11 +51,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "user_randomness=run_seed); off by default: the server could recompute them and invert a user's first "
                              "latents (threat_model.md NF-INIT)")
     policy.add_argument("--min-ddp-noise", type=positive_float(zero_ok=True), default=0.0,
-                        help="least distributed DP noise multiplier in any sum of this client's model, counted over the fewest "
-                             "contributors this client lets a sum have and per unit of a contribution's rounded L2 sensitivity (fedavg-gru, fedavg-vector: the server's --set ddp_noise=z must "
-                             "be about 1.41 Z or more); default 0: accept exact sums (threat_model.md DDP-FLOOR)")
+                        help="least distributed DP noise multiplier in any sum of this client's model (fedavg-gru, fedavg-vector) or "
+                             "of its windows (fedstgd), counted over the fewest contributors this client lets a sum have and per unit of "
+                             "a contribution's (fedstgd: a window's row's) rounded L2 sensitivity (the server's --set ddp_noise=z must "
+                             "be about 1.41 Z or more); default 0: accept exact sums (threat_model.md DDP-FLOOR, ST-DDP-FLOOR)")
     policy.add_argument("--min-dpsgd-sigma", type=positive_float(zero_ok=True), default=0.0,
-                        help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel: "
+                        help="least DP-SGD noise multiplier of the plan's local training (fedavg-gru, local-gru, cnfgnn, fedrel, fedstgd: "
                              "--set dpsgd_sigma=S on the server); default 0: accept training without DP-SGD (threat_model.md DP-SGD-FLOOR)")
     add_adversary_options(policy)
     client.add_argument("--transcript", default=None, metavar="DIR", help="record what each client received and sent in DIR")
