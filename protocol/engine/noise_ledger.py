@@ -17,6 +17,19 @@ from dataclasses import dataclass
 from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumSpec
 
 
+def sum_release(spec: SumSpec, contributors: int, *, precision_bits: int, server_sees_inputs: bool, replace_one: bool = False):
+    """One noised sum as a Skellam release (privacy/analysis/skellam.py): the L1 and L2
+    sensitivities of one unit's clipped contribution rounded to the sum's grid (zero-out, or
+    ``replace_one``), and the noise of ``contributors`` shares (one with plain, where the server
+    sees each input); ``precision_bits``: the mask backend's (the sum's grid is at least that fine)."""
+    from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities
+
+    bits = spec.noise.grid_bits(precision_bits)
+    l1, l2 = sensitivities(l2_clip=spec.noise.l2_clip, precision_bits=bits, dimension=spec.unit_size, replace_one=replace_one)
+    share = 1 if server_sees_inputs else max(contributors, 0)
+    return SkellamRelease(l1, l2, share * spec.noise.local_variance(bits))
+
+
 @dataclass(frozen=True)
 class NoisedSum:
     """One released noised sum: its round, spec (with its SumNoise) and contributors."""
@@ -48,17 +61,14 @@ class NoiseLedger:
                 ``epsilon_with_colluders`` counts only the others' (mask).
         """
         from secure_fedgraph.privacy.analysis.prv import PrvEpsilon, prv_epsilon
-        from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, sensitivities, skellam_epsilon
+        from secure_fedgraph.privacy.analysis.skellam import SkellamRelease, skellam_epsilon
 
         if not self.sums:
             return None
         first: SumNoise = self.sums[0].spec.noise
 
         def release(s: NoisedSum, contributors: int) -> SkellamRelease:
-            bits = s.spec.noise.grid_bits(precision_bits)
-            l1, l2 = sensitivities(l2_clip=s.spec.noise.l2_clip, precision_bits=bits, dimension=s.spec.unit_size)
-            share = 1 if server_sees_inputs else max(contributors, 0)
-            return SkellamRelease(l1, l2, share * s.spec.noise.local_variance(bits))
+            return sum_release(s.spec, contributors, precision_bits=precision_bits, server_sees_inputs=server_sees_inputs)
 
         clients = sorted(set().union(*(s.contributors for s in self.sums)))
         cache: dict[tuple, float] = {}

@@ -26,10 +26,10 @@ from secure_fedgraph.models.fedstgd import ModelShape
 from secure_fedgraph.privacy.accountant import Steps
 from secure_fedgraph.privacy.analysis.prv import prv_epsilon
 from secure_fedgraph.privacy.analysis.rdp import gaussian_rdp, rdp_to_epsilon
-from secure_fedgraph.privacy.analysis.skellam import ORDERS, SkellamRelease, sensitivities, skellam_rdp_curve
+from secure_fedgraph.privacy.analysis.skellam import ORDERS, skellam_rdp_curve
 from secure_fedgraph.protocol.core.steps import StepGen
 from secure_fedgraph.protocol.engine.contexts import ServerContext
-from secure_fedgraph.protocol.engine.noise_ledger import NoisedSum
+from secure_fedgraph.protocol.engine.noise_ledger import NoisedSum, sum_release
 
 KINDS = ("normalisation", "pq", "pq-grad", "validation", "test")
 MEMBERS = ("training", "validation", "test")
@@ -58,16 +58,13 @@ class _Costs:
         for s in sums:
             if client not in s.contributors or s.spec.name not in KINDS:
                 continue
-            noise = s.spec.noise
-            bits = noise.grid_bits(precision_bits)
-            l1, l2 = sensitivities(l2_clip=noise.l2_clip, precision_bits=bits, dimension=s.spec.unit_size, replace_one=True)
-            share = 1 if server_sees_inputs else len(s.contributors) - minus
-            release = SkellamRelease(l1, l2, max(share, 0) * noise.local_variance(bits))
+            release = sum_release(s.spec, len(s.contributors) - minus, precision_bits=precision_bits, server_sees_inputs=server_sees_inputs,
+                                  replace_one=True)
             if release not in cache:
                 cache[release] = skellam_rdp_curve(release)
             kind = s.spec.name
             self.curves[kind] = np.maximum(self.curves.get(kind, cache[release]), cache[release])
-            self.sigmas[kind] = min(self.sigmas.get(kind, math.inf), math.sqrt(release.variance) / l2)
+            self.sigmas[kind] = min(self.sigmas.get(kind, math.inf), math.sqrt(release.variance) / release.l2)
 
 
 def _member_rdp(costs: _Costs, counts: Mapping[str, int], dpsgd: Sequence[tuple[float, float, int]]) -> np.ndarray:
@@ -88,7 +85,7 @@ def report(sums: Sequence[NoisedSum], steps: Mapping[int, Sequence[Steps]], conf
 
     Args:
         sums: the noised sums delivered (the ledger's, or rebuilt from a transcript).
-        steps: each client's DP-SGD steps, as it reported them.
+        steps: each client's DP-SGD steps, as it reported them (none: every planned step).
         clients: every client of the run.
         unit: the privacy unit in words.
         delta, precision_bits, server_sees_inputs, colluders: see NoiseLedger.report.
@@ -97,8 +94,9 @@ def report(sums: Sequence[NoisedSum], steps: Mapping[int, Sequence[Steps]], conf
     rdp_cache: dict = {}
     prv_cache: dict[tuple, object] = {}
     per_rdp, per_prv, with_colluders, notes = {}, {}, {}, set()
-    for client in sorted(clients):
-        dpsgd = [(s.sigma / s.sensitivity, s.sample_rate, s.steps) for s in steps.get(client, [])]
+    planned = [Steps(config.dpsgd_sigma, 1.0, config.rounds * config.local_epochs, config.dpsgd_sensitivity)]
+    for client in sorted(clients):  # a client that left before it reported is priced at every step the plan allows
+        dpsgd = [(s.sigma / s.sensitivity, s.sample_rate, s.steps) for s in steps.get(client) or planned]
         costs = _Costs(sums, client, precision_bits=precision_bits, server_sees_inputs=server_sees_inputs, minus=0, cache=rdp_cache)
         colluding = _Costs(sums, client, precision_bits=precision_bits, server_sees_inputs=server_sees_inputs,
                            minus=0 if server_sees_inputs else colluders, cache=rdp_cache)

@@ -248,3 +248,31 @@ def test_distributed_dp_options_are_checked_and_name_what_to_change():
     with pytest.raises(ConfigError, match="a target epsilon calibrates dpsgd_sigma alone"):
         FedSTGD(config).calibrated(5.0)
 
+
+
+def test_the_account_takes_each_kinds_costliest_sum_and_prices_a_silent_client_at_every_planned_step():
+    """fedstgd_budget.report on sums made by hand: a P/Q sum that lost a contributor carries
+    less noise and raises the epsilon of the clients in it (the kind's costliest sum counts for
+    every release of it), not of the one that left; a client that left before reporting its
+    DP-SGD steps is priced at every step the plan allows (2 rounds: 2), one that reported fewer
+    at those."""
+    from secure_fedgraph.papers import fedstgd_budget
+    from secure_fedgraph.privacy import Steps
+    from secure_fedgraph.protocol.core.spec import SumNoise, SumSpec
+    from secure_fedgraph.protocol.engine.noise_ledger import NoisedSum
+
+    config = FedSTGDConfig(clients=3, rounds=2, ddp_noise=2.0, dpsgd_sigma=2.0, **TINY)
+    noise = SumNoise(l2_clip=20.0, noise_multiplier=2.0, expected_contributors=3, unit=NoiseUnit.ROW)
+    spec = SumSpec.of("pq", {"P": np.zeros((8, 4, 10)), "Q": np.zeros((8, 16, 10))}, noise=noise)
+    everyone = [NoisedSum(0, spec, frozenset({0, 1, 2}))] * 3
+    steps = {0: [Steps(2.0, 1.0, 2, 2.0)], 1: [Steps(2.0, 1.0, 2, 2.0)]}  # client 2 left before it reported
+
+    def epsilons(sums, reported) -> dict[str, float]:
+        return fedstgd_budget.report(sums, reported, config, clients=[0, 1, 2], unit="one window", delta=1e-5, precision_bits=20,
+                                     server_sees_inputs=False, colluders=1)["epsilon_per_client"]
+
+    full = epsilons(everyone, steps)
+    assert full["2"] == full["0"] == full["1"]  # silent client 2: its 2 planned steps, as the others reported
+    assert epsilons(everyone, {**steps, 2: [Steps(2.0, 1.0, 1, 2.0)]})["2"] < full["2"]
+    dropped = epsilons([*everyone, NoisedSum(1, spec, frozenset({0, 1}))], steps)
+    assert dropped["0"] > full["0"] and dropped["2"] == full["2"]
