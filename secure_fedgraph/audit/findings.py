@@ -117,6 +117,9 @@ NOT_IN_TRANSCRIPTS: dict[str, str] = {
     "NF-UNIT": "a statement of what the reported epsilon protects, checked against the accountant by the tests threat_model.md names",
     "NF-SAME": "a property of two runs (in one process and over gRPC), not of one transcript",
     "DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",
+    "ST-DDP-FLOOR": "a client's --min-ddp-noise is in its options, not on the wire; a refusal ends its run before it sends the sum",
+    "ST-DDP": "what a transcript shows of it is checked under DDP-NOISE (every sum of the windows noised at its bound) and "
+              "DDP-ACCOUNT (the run's one epsilon); what the server plus the other clients learn is the tests' attack",
     "DP-SGD-FLOOR": "a client's --min-dpsgd-sigma is in its options, not on the wire; a refusal happens at the Welcome",
     "M-REPLAY": "refused replays never reach a transcript",
     "M-WRAP": "a client refuses a sum that could wrap before it sends anything",

@@ -18,7 +18,7 @@ checkpoint, an audit) and what clients compare with their floors (``--min-dp-sig
 - :class:`DDPOptions`: ``ddp_noise``, ``ddp_clip`` (1.0), ``ddp_delta`` (1e-5); fedavg-gru,
   local-gru and fedavg-vector (each client's model update is the unit).
 - :class:`WindowDDPOptions`: ``ddp_noise``, ``ddp_clip`` (20.0), ``ddp_gradient_clip`` (1e-4),
-  ``ddp_reading_clip`` (4000.0), ``ddp_error_clip`` (4.0); fedstgd (one window is the unit,
+  ``ddp_reading_clip`` (2000.0), ``ddp_error_clip`` (2.0); fedstgd (one window is the unit,
   and the epsilon composes with DP-SGD's at the plan's ``dp_delta``: papers/fedstgd_dp.py).
 """
 
@@ -108,10 +108,10 @@ class WindowDDPOptions(DDPNoise):
     sum's noise multiplier (0: off); ``ddp_clip`` > 0, the L2 bound on one window's P/Q row;
     ``ddp_gradient_clip`` > 0, on one window's row of a gradient sum (dL/dS, far smaller);
     ``ddp_reading_clip`` > 0, the largest reading (in the data's units: passengers per slot) the
-    normalisation sum counts; ``ddp_error_clip`` > 0, the L2 bound on one evaluation window's
-    row of error statistics (each in units of the normalisation's standard deviation)."""
+    normalisation sum counts; ``ddp_error_clip`` > 0, E, the cap of one evaluation window's RMSE
+    and MAE (in units of the normalisation's standard deviation) and MAPE (a fraction)."""
 
     ddp_clip: float = 20.0
     ddp_gradient_clip: float = 1e-4
-    ddp_reading_clip: float = 4000.0
-    ddp_error_clip: float = 4.0
+    ddp_reading_clip: float = 2000.0
+    ddp_error_clip: float = 2.0

@@ -64,7 +64,7 @@ without it. Replacing one window of one client changes, in its client's contribu
     clipped to [-V, V], V = ``ddp_reading_clip``, in units of n V and n V^2 for the n readings of
     the largest client's window): 2 sqrt(2);
   - the validation or test error sum: its row (squared, absolute and percentage errors and count,
-    in units of the normalisation's sigma), clipped to C = ``ddp_error_clip``: 2C;
+    in units of the normalisation's sigma, each capped: E = ``ddp_error_clip``): 2 (E^2 + 1);
   - its client's DP-SGD step: 2 clips (the other clients' gradients see the window only through
     the noised sums, so ``dpsgd_sensitivity`` is 2 whatever M is).
 Each sum's rounding to its grid adds up to sqrt(d) to the 2C (d: a row's values). Releases per
@@ -168,9 +168,11 @@ class FedSTGDConfig(DPSGDOptions, WindowDDPOptions):
             the rows of HZMetro's 4 clients at the paper's sizes).
         ddp_gradient_clip: L2 bound on one window's row of a gradient sum (1e-4).
         ddp_reading_clip: the largest reading the normalisation counts, in the data's units
-            (4000: HZMetro's passengers per 15 minutes stay below 3,809; set it for other data).
-        ddp_error_clip: L2 bound on one evaluation window's row of error statistics, each in
-            units of the normalisation's standard deviation (4).
+            (2000: 99.85% of HZMetro's training readings, passengers per 15 minutes, are below it;
+            set it for other data).
+        ddp_error_clip: E, the cap of one evaluation window's RMSE and MAE, in units of the
+            normalisation's standard deviation, and of its MAPE, as a fraction (2), so its row of
+            error statistics lies within E^2 + 1.
         seed: run seed (global initialisation, private embeddings, batch order).
     """
 
@@ -450,7 +452,7 @@ class FedSTGD(Plan):
         if not c.ddp_noise:
             return {}
         return {"pq": c.ddp_clip, "pq-grad": c.ddp_gradient_clip, NORMALISATION.name: fedstgd_dp.ROW_BOUND,
-                "validation": c.ddp_error_clip, "test": c.ddp_error_clip}
+                "validation": fedstgd_dp.error_bound(c), "test": fedstgd_dp.error_bound(c)}
 
     def noise_account(self, sums: list, steps: dict, *, clients: list[int], **terms: Any) -> dict | None:
         """The run's one epsilon, recomputed (papers/fedstgd_budget.py)."""

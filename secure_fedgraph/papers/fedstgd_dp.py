@@ -18,12 +18,15 @@ papers/fedstgd.py derives their sensitivities):
   channels) and is not summed.
 - ``validation``, ``test``: one staged row per evaluation window: its squared, absolute and
   absolute percentage errors and its count of targets above the mask, in units of n sigma^2,
-  n sigma, n and n (sigma: the released normalisation's standard deviation), clipped to
-  ``ddp_error_clip``.
+  n sigma, n and n (sigma: the released normalisation's standard deviation; n the entries of the
+  largest client's window), each capped on its own (E = ``ddp_error_clip``: the window's mean
+  squared error at (E sigma)^2, its mean absolute error at E sigma, its mean absolute percentage
+  error at E, its count at n), so every row lies within E^2 + 1 and a window whose errors are
+  huge cannot crowd out the others' counts.
 
 Decoding the statistics is post-processing of released sums, the same for the server and every
-client: the mean is kept within [-V, V] and the variance within [(V / 1000)^2, V^2] (noise can
-make a tiny run's variance negative), error totals at 0 or more and the count at 1 or more.
+client: the mean is kept within [-V, V] and the variance within [(V / 100)^2, V^2] (noise can
+make a small run's variance negative), error totals at 0 or more and the count at 1 or more.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ NORMALISATION_NAME = "normalisation"
 MOMENTS = ("sum", "sum_sq")  # the normalisation's rows: the count is public
 ERRORS = ("sse", "sae", "sape", "count")
 ROW_BOUND = math.sqrt(2.0)  # a normalisation row lies in [-1, 1] x [0, 1]
+
+
+def error_bound(config) -> float:
+    """The L2 bound of an error row: sqrt(E^4 + E^2 + E^2 + 1) = E^2 + 1 (module docstring)."""
+    return config.ddp_error_clip**2 + 1.0
 
 
 def largest_block(config, layout: SeriesLayout) -> int:
@@ -71,7 +79,7 @@ def window_noise(ctx: ServerContext, config, layout: SeriesLayout, kind: str) ->
         return ctx.sum_noise(noise_multiplier=config.ddp_noise, l2_clip=ROW_BOUND, unit=NoiseUnit.SUMMED_ROWS,
                              max_rows=config.windows("train", layout))
     split = {"validation": "val", "test": "test"}[kind]
-    return ctx.sum_noise(noise_multiplier=config.ddp_noise, l2_clip=config.ddp_error_clip, unit=NoiseUnit.SUMMED_ROWS,
+    return ctx.sum_noise(noise_multiplier=config.ddp_noise, l2_clip=error_bound(config), unit=NoiseUnit.SUMMED_ROWS,
                          max_rows=config.windows(split, layout))
 
 
@@ -103,7 +111,7 @@ def scaler_from_moments(values: Mapping[str, np.ndarray], config, layout: Series
     count = config.windows("train", layout) * config.steps_in * layout.nodes * layout.channels
     mean = min(max(float(np.sum(values["sum"])) * units["sum"] / count, -v), v)
     variance = float(np.sum(values["sum_sq"])) * units["sum_sq"] / count - mean**2
-    std = math.sqrt(min(max(variance, (v / 1000) ** 2), v * v))
+    std = math.sqrt(min(max(variance, (v / 100) ** 2), v * v))
     return ZScore(np.full(layout.channels, mean), np.full(layout.channels, std))
 
 
@@ -118,10 +126,11 @@ def _error_units(scaler: ZScore, config, layout: SeriesLayout) -> dict[str, floa
 def window_errors(prediction: np.ndarray, target: np.ndarray, scaler: ZScore, config, layout: SeriesLayout) -> dict[str, np.ndarray]:
     """One client's error rows for a batch of evaluation windows (counts, (windows, steps_out,
     stations, channels)): each window's masked error sums (training/metrics.py) in their units
-    (:func:`_error_units`); each (windows, 1)."""
-    units = _error_units(scaler, config, layout)
+    (:func:`_error_units`), each capped (E^2, E, E, 1); each (windows, 1)."""
+    units, e = _error_units(scaler, config, layout), float(config.ddp_error_clip)
+    caps = {"sse": e * e, "sae": e, "sape": e, "count": 1.0}
     rows = [masked_error_sums(p, t) for p, t in zip(prediction, target, strict=True)]
-    return {k: np.array([float(r[k][0]) / units[k] for r in rows]).reshape(-1, 1) for k in ERRORS}
+    return {k: np.array([min(float(r[k][0]) / units[k], caps[k]) for r in rows]).reshape(-1, 1) for k in ERRORS}
 
 
 def errors_from_rows(values: Mapping[str, np.ndarray], scaler: ZScore, config, layout: SeriesLayout) -> dict[str, np.ndarray]:

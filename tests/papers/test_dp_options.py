@@ -61,5 +61,5 @@ def test_the_defaults_are_the_plans_ones():
                                                                "ddp_clip": 1.0, "ddp_delta": 1e-5}
     assert defaults["fedrel"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5}
     assert defaults["fedstgd"] == {"dpsgd_sigma": 0.0, "dpsgd_clip": 1.0, "dp_delta": 1e-5, "ddp_noise": 0.0, "ddp_clip": 20.0,
-                                   "ddp_gradient_clip": 1e-4, "ddp_reading_clip": 4000.0, "ddp_error_clip": 4.0}
+                                   "ddp_gradient_clip": 1e-4, "ddp_reading_clip": 2000.0, "ddp_error_clip": 2.0}
     assert defaults["fedavg-vector"] == {"ddp_noise": 0.0, "ddp_clip": 1.0, "ddp_delta": 1e-5}

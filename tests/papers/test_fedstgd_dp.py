@@ -136,8 +136,8 @@ def test_the_runs_one_epsilon_composes_every_release_of_a_window():
     def member(share: int = 3) -> dict[str, SkellamRelease]:
         # decoder rows are the widest: (4 MLP units + 16 GNEA columns) x (8 + 8); the gradient rows need a 24-bit grid
         return {"pq": release(20.0, 20, 20 * 16, share), "pq-grad": release(1e-4, 24, 20 * 16, share),
-                "normalisation": release(math.sqrt(2), 20, 2, share), "validation": release(4.0, 20, 4, share),
-                "test": release(4.0, 20, 4, share)}
+                "normalisation": release(math.sqrt(2), 20, 2, share), "validation": release(5.0, 20, 4, share),
+                "test": release(5.0, 20, 4, share)}  # error rows within E^2 + 1 = 5
 
     counts = {"training": {"normalisation": 1, "pq": 16, "pq-grad": 16}, "validation": {"pq": 16, "validation": 1},
               "test": {"pq": 16, "test": 1}}
