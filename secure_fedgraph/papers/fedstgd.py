@@ -519,8 +519,10 @@ class FedSTGD(Plan):
         }
         metrics = {"plan": self.name, "rounds": history, "test_rmse": test["rmse"], "test_mae": test["mae"],
                    "test_mape": test["mape"], "clients": len(ctx.live), "cost": per_batch}
-        if c.ddp_noise:  # one epsilon for everything the run releases about one window
-            metrics["privacy"] = yield from fedstgd_budget.server_report(ctx, c, unit=self.dpsgd_unit.description)
+        if c.ddp_noise:  # one epsilon for everything the run releases about one window, the audit's recomputation too
+            yield from ctx.collect_privacy()
+            steps = {client: ctx.accountant.steps_of(client) for client in ctx.clients}
+            metrics["privacy"] = self.noise_account(ctx.noised.sums, steps, clients=ctx.clients, **ctx.noise_terms())
         elif c.dpsgd_sigma:
             metrics["privacy"] = yield from local_dp.server_report(
                 ctx, c, unit=self.dpsgd_unit, mechanisms=[],

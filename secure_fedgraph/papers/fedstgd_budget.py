@@ -27,8 +27,6 @@ from secure_fedgraph.privacy.accountant import Steps
 from secure_fedgraph.privacy.analysis.prv import prv_epsilon
 from secure_fedgraph.privacy.analysis.rdp import gaussian_rdp, rdp_to_epsilon
 from secure_fedgraph.privacy.analysis.skellam import ORDERS, skellam_rdp_curve
-from secure_fedgraph.protocol.core.steps import StepGen
-from secure_fedgraph.protocol.engine.contexts import ServerContext
 from secure_fedgraph.protocol.engine.noise_ledger import NoisedSum, sum_release
 
 KINDS = ("normalisation", "pq", "pq-grad", "validation", "test")
@@ -150,9 +148,3 @@ def report(sums: Sequence[NoisedSum], steps: Mapping[int, Sequence[Steps]], conf
         },
     }
 
-
-def server_report(ctx: ServerContext, config, *, unit: str) -> StepGen[dict]:
-    """Collect every client's DP-SGD steps, then :func:`report` on the ledger's noised sums."""
-    yield from ctx.collect_privacy()
-    steps = {c: ctx.accountant.steps_of(c) for c in ctx.clients}
-    return report(ctx.noised.sums, steps, config, clients=ctx.clients, unit=unit, delta=config.dp_delta, **ctx.noise_terms())
