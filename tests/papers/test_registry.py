@@ -60,11 +60,13 @@ def test_a_plan_that_is_not_resumable_says_why_and_an_unknown_one_is_named():
     assert not is_resumable("nope")  # a test's own plan: not registered, so not resumable
 
 
-def test_the_centralised_baselines_are_comparison_methods():
+def test_the_centralised_baselines_are_comparison_methods_or_the_whole_graph_pyg_model():
+    from secure_fedgraph.papers import PYG_CENTRALISED
     from secure_fedgraph.runs.comparison import METHODS
 
     for entry in ENTRIES:
-        assert entry.centralised_method is None or entry.centralised_method in METHODS
+        assert entry.centralised_method in (None, PYG_CENTRALISED, *METHODS)
+    assert PYG_CENTRALISED not in METHODS  # the sweep tells the two kinds apart by name
 
 
 def test_an_entry_that_calibrates_names_its_option():
