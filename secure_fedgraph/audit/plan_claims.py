@@ -160,8 +160,8 @@ def _only_sums(claim: str, view: RunView) -> Finding:
 @checks("NF-LATENT", plans={"nfedgnn"})
 def nfedgnn_server_gets_latents_only(view: RunView) -> Finding:
     """Every upload is one (1, d) row per latent, named h / h_eval (never x_i's F values or a
-    W_i); with per-user weights no key set-up and no sum; FedAvg'ed W_i only through a sum that
-    hides them (mask, ckks), as SL-NORAW for CNFGNN's weights."""
+    W_i); with per-user weights no key set-up and no sum; FedAvg'ed W_i (FedSGD's dL/dW_i and
+    W_i^(0)) only through a sum that hides them (mask, ckks), as SL-NORAW for CNFGNN's weights."""
     d = run_plan(view).config.latent_size
     odd = sorted({u.name for u in view.uploads if u.name not in NFEDGNN_LATENTS})
     wide = [u for u in view.uploads if u.name in NFEDGNN_LATENTS
@@ -178,11 +178,14 @@ def nfedgnn_server_gets_latents_only(view: RunView) -> Finding:
         extra = [what for what, there in (("key set-ups", view.advertised), ("secure sums", view.sums)) if there]
         return verdict("NF-LATENT", not extra, evidence + ("; with per-user weights no key set-up and no secure sum" if not extra else
                                                          f"; but per-user weights and {' and '.join(extra)} in the transcript"))
-    weights = [a for a in view.sums if a.name == "W"]
+    plan = run_plan(view)
+    allowed = {plan.weights_sum} | ({"W0"} if plan.shares_initial_sum else set())  # fedavg: W_i; fedsgd: dL/dW_i (and W_i^(0))
+    weights = [a for a in view.sums if a.name in allowed]
     clear = sum(len(a.inputs) for a in weights if a.request.encoding is None and view.backend != "ckks")
-    others = sorted({a.name for a in view.sums} - {"W"})
-    evidence += f"; {sum(len(a.inputs) for a in weights)} FedAvg inputs of W_i, " + (f"{clear} in the clear (the {view.backend} backend shows each W_i)"
-                                                                                    if clear else "masked or encrypted")
+    others = sorted({a.name for a in view.sums} - allowed)
+    what = "W_i" if plan.config.user_weights == "fedavg" else "dL/dW_i" + (" and W_i^(0)" if plan.shares_initial_sum else "")
+    evidence += f"; {sum(len(a.inputs) for a in weights)} summed inputs of {what}, " + (
+        f"{clear} in the clear (the {view.backend} backend shows each one)" if clear else "masked or encrypted")
     return verdict("NF-LATENT", not clear and not others, evidence + (f"; other sums: {others}" if others else ""), clear_weights=clear)
 
 

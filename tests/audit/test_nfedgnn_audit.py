@@ -47,6 +47,16 @@ def test_latents_pass_nf_latent_and_fedavg_over_plain_fails_it(tmp_path):
     assert leaky.finding("NF-LATENT").details["clear_weights"] == 120
 
 
+def test_fedsgd_passes_nf_latent_over_mask_and_fails_it_over_plain(tmp_path):
+    """FedSGD's sums (each user's dL/dW_i every round, and W_i^(0) with the users' own
+    randomness) are the sums its plan names: hidden by mask, each one shown by plain."""
+    report = _audit(_run(tmp_path / "masked", backend="mask", users=60, rounds=1, user_weights="fedsgd"), attacks=False)
+    assert report.finding("NF-LATENT").verdict is Verdict.PASS, report.finding("NF-LATENT").evidence
+    assert "120 summed inputs of dL/dW_i and W_i^(0), masked or encrypted" in report.finding("NF-LATENT").evidence
+    leaky = _audit(_run(tmp_path / "plain", users=60, rounds=1, user_weights="fedsgd"), attacks=False)
+    assert leaky.finding("NF-LATENT").verdict is Verdict.FAIL and leaky.finding("NF-LATENT").details["clear_weights"] == 120
+
+
 def test_nf_dp_is_checked_from_both_sides_and_a_user_skipping_its_noise_fails_it(tmp_path, monkeypatch):
     """With sigma 1 the residuals match sigma * clip (client transcripts) and the rows' norms
     carry the noise (server-only); DP-ACCOUNT recomputes the run's epsilon from the latents the
