@@ -7,7 +7,6 @@ the count.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 
