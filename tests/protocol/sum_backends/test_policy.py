@@ -216,3 +216,18 @@ def test_a_ddp_refusal_explains_the_grid_only_where_rounding_costs_noise(precisi
     note = f"(rounded to the grid 2^-{precision_bits}, a contribution of 100 values clipped to 1 can reach L2 norm {norm:.3g})"
     assert (note in str(refused.value)) == explained
     assert ("rounded to the grid" in str(refused.value)) == explained
+
+
+def test_a_ddp_refusal_on_a_sum_noised_per_row_quotes_a_rows_bound():
+    """With noise per row (FedSTGD's windows), one unit of privacy is a row: the refusal's grid
+    note speaks of a row of 25 values (a 4 x 25 tensor), not of the whole 100-value contribution."""
+    import math
+
+    from secure_fedgraph.protocol.core.spec import NoiseUnit, SumNoise, SumSpec
+
+    noise = SumNoise(noise_multiplier=0.5, l2_clip=1.0, expected_contributors=10, unit=NoiseUnit.ROW)
+    spec = SumSpec.of("windows", {"p": np.zeros((4, 25))}, noise=noise)
+    with pytest.raises(ProtocolError) as refused:
+        ClientPolicy(min_ddp_noise=1.0).check_noise(spec, live=10, least=10, private=True, precision_bits=4)
+    norm = 1.0 + math.sqrt(25) / 2 / 2**4
+    assert f"(rounded to the grid 2^-4, a row of 25 values clipped to 1 can reach L2 norm {norm:.3g})" in str(refused.value)
