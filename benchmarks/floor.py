@@ -65,6 +65,7 @@ class Primitive(enum.Enum):
     SHAMIR_COMBINE = ("Shamir combine of t shares", "call")
     SHA256 = ("SHA-256 commitment or statement, with its label", "call")
     DIGEST = ("SHA-256 of the contribution, L float32 (resumable runs)", "call")
+    MERKLE_NODE = ("SHA-256 inner node of a pair-seed Merkle tree (crypto/merkle.py)", "call")
 
     @property
     def text(self) -> str:
@@ -90,8 +91,10 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
     expectations (a dropped client's neighbours are uniform; the unmask verifications simulated). Keys kept with dropouts: the dropped clients contributed to earlier
     sums, so their mask keys stay secret: each surviving neighbour reveals its pair seed of this
     sum with them (MaskClient._on_pair_seeds, step 4b) and the server removes those masks, with
-    no re-key and no Shamir recovery. Merkle inner nodes (crypto/merkle.py: k - 1 unlabelled
-    SHA-256 per client and sum, about log2 k per seed the server checks) are left out.
+    no re-key and no Shamir recovery. Merkle inner nodes (crypto/merkle.py, MERKLE_NODE): k - 1
+    per client and sum for its commitment to its pair seeds, k - 1 again when it reveals some, and
+    per seed the server checks the hashes on its path (:func:`merkle_path_hashes`: their mean
+    over the leaf's position, which the floor does not know; floor(log2 k) to ceil(log2 k)).
 
     Client, key set-up (mask_client.py), k = degree neighbours:
       MaskClient._on_advertise: RoundKeys.generate (2 key pairs); seed_commitment (1 SHA-256);
@@ -110,12 +113,12 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
       MaskClient._on_input: self_mask_key (1 HKDF), pair_seed of each of the k live neighbours
         (k HKDF), add_into of the self-mask and of each of the k live neighbours' masks
         ((k + 1)(L + 1) ring elements of keystream), self_mask_commitment and the leaves of the
-        commitment to the k pair seeds (1 + k SHA-256); ClientRole._digest_of (1 digest, resumable
+        commitment to the k pair seeds (1 + k SHA-256) and its tree (k - 1 Merkle nodes); ClientRole._digest_of (1 digest, resumable
         runs: the gRPC runtime's).
       MaskClient._on_consistency: consistency_statement (1 SHA-256), identity.sign (1 sign).
       MaskClient._on_pair_seeds (kept keys with dropouts, a client with a dropped neighbour: all on
-        the complete graph, the expected share on the sparse one): its k pair seeds and their leaves
-        again (k HKDF, k SHA-256), _vouch for each dropped neighbour (the verifications below).
+        the complete graph, the expected share on the sparse one): its k pair seeds, their leaves and
+        tree again (k HKDF, k SHA-256, k - 1 Merkle nodes), _vouch for each dropped neighbour (the verifications below).
       MaskClient._on_unmask: _vouch for itself (t verify), then for each dropped neighbour the
         signers of its group it still needs (complete graph: none; sparse: simulated,
         :func:`_unmask_verifications`; with kept keys the dropped neighbours' groups come first);
@@ -127,7 +130,8 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
         same n + 1 only); NeighbourGraph.build (8n bytes of keystream, sparse).
       MaskServer.aggregate: consistency_statement (1 SHA-256), accept_signature (n - d verify).
       MaskServer._pair_seeds (kept keys with dropouts, in place of the recovery below): each seed's
-        leaf (1 SHA-256 per surviving neighbour of a dropped client) and one vector of keystream.
+        leaf (1 SHA-256 per surviving neighbour of a dropped client) and its path (Merkle nodes, the
+        mean over positions) and one vector of keystream.
       MaskServer._unmask: _self_key_verified (n - d SHA-256), _share_verified of each revealed
         mask-key share (d x s SHA-256, s = a dropped client's surviving neighbours); per dropped
         client _cancel_pairwise: shamir.combine (1), its public key from the rebuilt private key (1
@@ -158,7 +162,8 @@ def _client_key_setup(n: int, k: int) -> Counter[Primitive]:
 
 
 def _client_input(k: int, vector_mb: float, resumable: bool) -> Counter[Primitive]:
-    return Counter({P.HKDF: 1 + k, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1 + k, P.DIGEST: int(resumable)})
+    return Counter({P.HKDF: 1 + k, P.KEYSTREAM: (k + 1) * vector_mb, P.SHA256: 1 + k, P.DIGEST: int(resumable),
+                    P.MERKLE_NODE: max(0, k - 1)})
 
 
 def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: bool, *, open_shares: bool,
@@ -170,8 +175,22 @@ def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: boo
                    P.HKDF: 1})
     if pair_seeds:  # asked at 4b when one of its k neighbours dropped: certain on the complete graph
         asked = 1.0 if k >= n - 1 else 1 - math.comb(n - 1 - k, d) / math.comb(n - 1, d)
-        counts.update({P.HKDF: k * asked, P.SHA256: k * asked})
+        counts.update({P.HKDF: k * asked, P.SHA256: k * asked, P.MERKLE_NODE: max(0, k - 1) * asked})
     return counts
+
+
+@functools.lru_cache(maxsize=256)
+def merkle_path_hashes(count: int) -> tuple[int, ...]:
+    """Per leaf position of a tree of ``count`` leaves, the inner nodes crypto/merkle.verify
+    hashes to open it (an unpaired node moves up unhashed)."""
+    lengths = []
+    for index in range(count):
+        hashes, width = 0, count
+        while width > 1:
+            hashes += index ^ 1 < width
+            index, width = index >> 1, (width + 1) // 2
+        lengths.append(hashes)
+    return tuple(lengths)
 
 
 @functools.lru_cache(maxsize=256)
@@ -269,8 +288,9 @@ def _server_sum(n: int, k: int, d: int, vector_mb: float, *, pair_seeds: bool = 
     survivors = n - d
     surviving_neighbours = k * survivors / (n - 1)  # of one dropped client
     if pair_seeds:  # each surviving neighbour's seed checked against its commitment and its mask removed
+        path = sum(merkle_path_hashes(k)) / k  # the dropped client's position in each revealer's list: unknown
         return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors,
-                        P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
+                        P.MERKLE_NODE: d * surviving_neighbours * path, P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
     return Counter({P.SHA256: 1 + survivors + d * surviving_neighbours, P.ED25519_VERIFY: survivors, P.SHAMIR_COMBINE: d,
                     P.X25519_KEYGEN: d, P.X25519: d * surviving_neighbours, P.HKDF: 2 * d * surviving_neighbours,
                     P.KEYSTREAM: (survivors + d * surviving_neighbours) * vector_mb})
@@ -304,8 +324,7 @@ def _seconds_each(call: Callable[[], object], *, batch_s: float = 0.04, batches:
 def _fixed_costs() -> dict[Primitive, float]:
     """Seconds per call of the primitives whose size does not depend on the run, with the
     project's calls and labels (keyring.py, crypto/keys.py, crypto/envelope.py)."""
-    from secure_fedgraph.crypto import shamir
-    from secure_fedgraph.crypto import keys
+    from secure_fedgraph.crypto import keys, merkle, shamir
     from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key
     from secure_fedgraph.crypto.labels import Purpose, label
     from secure_fedgraph.protocol.sum_backends.keyring import open_from, seal_for, share_commitment
@@ -328,6 +347,7 @@ def _fixed_costs() -> dict[Primitive, float]:
         P.AES_GCM_SEAL: _seconds_each(lambda: seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)),
         P.AES_GCM_OPEN: _seconds_each(lambda: open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=view)),
         P.SHA256: _seconds_each(lambda: share_commitment(payload[:shamir.SHARE_BYTES], kind="seed", **lab, owner=17, holder=42)),
+        P.MERKLE_NODE: _seconds_each(lambda: merkle._node(key, view)),
     }
 
 

@@ -19,7 +19,7 @@ import secure_fedgraph.protocol.sum_backends.mask_client as mask_client
 import secure_fedgraph.protocol.sum_backends.mask_server as mask_server
 import secure_fedgraph.protocol.sum_backends.neighbours as neighbours
 import secure_fedgraph.protocol.sum_backends.roles as roles
-from secure_fedgraph.crypto import shamir
+from secure_fedgraph.crypto import merkle, shamir
 from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.prg import MaskPRG
 from secure_fedgraph.protocol.core.crash_point import CrashPoint
@@ -102,6 +102,7 @@ def tally(monkeypatch) -> Tally:
     patch(shamir, "combine", t.wrap(shamir.combine, P.SHAMIR_COMBINE))
     patch(keyring, "_sha256", t.wrap(keyring._sha256, P.SHA256))
     patch(roles, "_digest", t.wrap(roles._digest, P.DIGEST))
+    patch(merkle, "_node", t.wrap(merkle._node, P.MERKLE_NODE))
     return t
 
 
@@ -117,7 +118,27 @@ def _check(tally: Tally, session, plan: dict, *, n: int, survivors, fresh_keys: 
     table = lambda counts: {p: counts[p] for p in Primitive}  # noqa: E731
     for c in survivors:
         assert table(tally.counts[c]) == pytest.approx(table(client)), f"client {c}"
-    assert table(tally.counts["server"]) == pytest.approx(table(server))
+    # the server's Merkle paths: the floor counts their mean over positions, a round its own
+    k, opened = min(plan["degree"], n - 1), tally.counts["server"][P.MERKLE_NODE]
+    seeds = opened and server[P.MERKLE_NODE] / (sum(floor.merkle_path_hashes(k)) / k)
+    assert min(floor.merkle_path_hashes(k)) * seeds <= opened <= max(floor.merkle_path_hashes(k)) * seeds
+    assert bool(opened) == bool(server[P.MERKLE_NODE])
+    others = lambda counts: {p: v for p, v in table(counts).items() if p is not P.MERKLE_NODE}  # noqa: E731
+    assert others(tally.counts["server"]) == pytest.approx(others(server))
+
+
+def test_merkle_path_hashes_are_what_verify_hashes(tally):
+    """Per position, the inner nodes merkle.verify computes to open a leaf (counted by wrapping
+    merkle._node), for tree sizes with and without unpaired nodes."""
+    import hashlib
+
+    for count in (1, 2, 5, 6, 7, 8, 13):
+        leaves = [hashlib.sha256(bytes([i])).digest() for i in range(count)]
+        tree = merkle.levels(leaves)
+        for index, expected in enumerate(floor.merkle_path_hashes(count)):
+            tally.counts.clear()
+            assert merkle.verify(leaves[index], index=index, count=count, path=merkle.opening(tree, index), root=tree[-1][0])
+            assert tally.counts["server"][P.MERKLE_NODE] == expected, (count, index)
 
 
 def test_sparse_round_with_fresh_keys_then_kept(tally):
