@@ -287,6 +287,8 @@ def test_re_keys_per_round_are_counted_by_the_client():
 
 
 @pytest.mark.parametrize(("case", "match"), [("a neighbour's keys twice", "one entry per member, in id order"),
+                                            ("a neighbour's keys twice, side by side", "one entry per member, in id order"),
+                                            ("two neighbours' keys swapped", "one entry per member, in id order"),
                                             ("one key as both of a client's keys", "a public key already in use"),
                                             ("one client's key as another's", "a public key already in use")])
 def test_a_client_refuses_relayed_keys_that_break_one_rule(case, match):
@@ -299,6 +301,10 @@ def test_a_client_refuses_relayed_keys_that_break_one_rule(case, match):
         peers = list(request.peers)  # every member's, in id order: [0] is client 0's own (the one changed), the rest its neighbours'
         if case == "a neighbour's keys twice":
             peers.append(peers[1])
+        elif case == "a neighbour's keys twice, side by side":
+            peers.insert(2, peers[1])
+        elif case == "two neighbours' keys swapped":  # out of order only where two neighbours meet
+            peers[1], peers[2] = peers[2], peers[1]
         elif case == "one key as both of a client's keys":
             peers[1] = dataclasses.replace(peers[1], mask_public=peers[1].share_public)
         else:
@@ -446,3 +452,52 @@ def test_a_sparse_neighbour_whose_keys_were_withheld_is_refused_as_live():
     assert withheld
     with pytest.raises(ProtocolError, match=rf"live set lists neighbours \[{', '.join(map(str, withheld))}\] whose signed keys never arrived"):
         session.clients[VICTIM].handle(asked)
+
+
+def test_a_client_takes_its_own_keys_from_itself_not_from_the_relay():
+    """The server relays every member's keys, this client's own among them; the client builds the
+    epoch's view from its own keys, so a relayed copy the server changed does not change its view:
+    the sum goes through with it, over every client."""
+    from secure_fedgraph.crypto.keys import RoundKeys
+
+    def change(request):
+        peers = list(request.peers)  # [0] is VICTIM's own
+        peers[0] = dataclasses.replace(peers[0], share_public=RoundKeys.generate().share_public)
+        return dataclasses.replace(request, peers=tuple(peers))
+
+    session = _rewriting({(Stage.SHARE_KEYS, 0): change})
+    session.start_round()
+    inputs = make_inputs(range(N), shapes=SHAPE)
+    result = session.secure_sum("s", inputs)
+    assert result.contributors == frozenset(range(N))
+    assert np.allclose(result.values["w"], plain_sum(inputs, result.contributors)["w"], atol=1e-5)
+
+
+def test_a_sparse_client_refuses_relayed_keys_other_than_those_committed_to():
+    """On the sparse graph each member commits to its keys' hash before the graph is drawn. A
+    server relaying other keys for a neighbour, signed by it (a colluding neighbour that signed
+    two sets), is refused: the keys a client pairs with are the ones the graph was drawn over."""
+    from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
+    from secure_fedgraph.protocol.sum_backends import keyring
+    from tests.helpers import sparse_config
+
+    n = 12
+    identities = {c: IdentityKey.generate() for c in range(n)}
+
+    def hook(d, s, c, data):
+        if (d, s, c) != ("down", Stage.SHARE_KEYS, VICTIM):
+            return data
+        request = codec.decode(data)
+        h = request.header
+        resigned = []
+        for peer in request.peers:  # every other member's keys, signed again by that member
+            keys = RoundKeys.generate()
+            resigned.append(peer if peer.client == VICTIM else keyring.sign_keys(
+                identities[peer.client], session=h.session, round=h.round, epoch=0, client=peer.client,
+                share_public=keys.share_public, mask_public=keys.mask_public, seed_commitment=peer.seed_commitment))
+        return codec.encode(dataclasses.replace(request, peers=tuple(resigned)))
+
+    config = sparse_config(4)
+    session = local_session(config, range(n), intercept=hook, identities=identities, policy=ClientPolicy.accepting(config))
+    with pytest.raises(ProtocolError, match="are not the keys it committed to"):  # the key set-up opens the round
+        session.start_round()
