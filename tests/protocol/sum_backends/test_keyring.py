@@ -141,6 +141,8 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         "pair seed": (lambda **kw: pair_seed(key, **kw), {**LAB, "sum_index": 0, "a": 1, "b": 2}, {"sum_index": 1, "a": 3, "b": 3}),
         "self-mask commitment": (lambda **kw: self_mask_commitment(key, **kw), {**LAB, "sum_index": 0, "client": 1}, {"sum_index": 1, "client": 2}),
         "graph commitment": (lambda **kw: graph_commitment(b"n" * 32, b"k" * 32, **kw), {**LAB, "client": 1}, {"client": 2}),
+        "pair seed leaves": (lambda **kw: b"".join(keyring.pair_seed_leaves({2: key, 5: seed}, **kw)), {**LAB, "sum_index": 0, "owner": 1},
+                             {"sum_index": 1, "owner": 3}),
     }
     for name, (make, base, changes) in cases.items():
         variants = [make(**{**base, field: value}) for field, value in changes.items()]
@@ -152,6 +154,8 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
     assert _distinct([pair_seed(key, **LAB, sum_index=0, a=1, b=2), pair_seed(seed, **LAB, sum_index=0, a=1, b=2)])
     assert _distinct([graph_commitment(b"n" * 32, b"k" * 32, **LAB, client=1), graph_commitment(b"o" * 32, b"k" * 32, **LAB, client=1),
                       graph_commitment(b"n" * 32, b"j" * 32, **LAB, client=1)])
+    leaf = lambda seeds: keyring.pair_seed_leaves(seeds, **LAB, sum_index=0, owner=1)  # noqa: E731
+    assert _distinct([*leaf({2: key}), *leaf({3: key}), *leaf({2: seed})])  # a leaf names the peer whose seed it commits to
 
 
 def test_a_keys_hash_covers_every_key_and_the_client():
