@@ -4,7 +4,7 @@
 # multipliers on the uploaded hidden states, three seeds, beside the same run without noise and
 # the centralised GRU + GN at the same budget. Plain and mask give the same numbers (CNFGNN's
 # equality tests), so plain is used. How the scale was chosen: scale-probe/ and docs/privacy.md.
-# About 15 minutes on one core of the 2-core machine (24 runs of 30 to 40 s).
+# About 14 minutes on one core of the 2-core machine, measured beside other runs (24 runs of 19 to 41 s).
 # Usage: sh results/sweep-cnfgnn/run.sh [JOBS]   from the repository root.
 set -e
 JOBS=${1:-2}

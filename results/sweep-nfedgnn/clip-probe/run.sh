@@ -2,7 +2,7 @@
 # Which clip the nFedGNN sweep uses (docs/papers/nfedgnn.md, "The sweep"): the sweep's run
 # (Cora GCN, 200 rounds, evaluating every 10) with each clip and a noise multiplier of 1e-4
 # (noise 1e4 times below the clip in every coordinate), so that clipping, not noise, is what
-# differs from the non-private run. Seed 0, about 3 minutes a run on one core.
+# differs from the non-private run. Seed 0, about 5 minutes a run on one core beside other work (290 to 319 s).
 # Usage: sh results/sweep-nfedgnn/clip-probe/run.sh [DATA_DIR]   from the repository root.
 set -e
 DATA=${1:-../shared/data}
