@@ -9,6 +9,7 @@ one purpose never verifies for another (domain separation).
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from collections.abc import Iterable
 
@@ -44,11 +45,16 @@ class Purpose(enum.Enum):
     PAIR_SEED_COMMITMENT = "pair-seed-commitment"  # hash: a leaf of a client's Merkle commitment to its pair seeds of one sum
 
 
+_INT_TAG = b"i\x00\x00\x00\x08"
+_pack_int = struct.Struct(">q").pack
+
+
 def int_field(value: int) -> bytes:
     """One int field as :func:`encode_fields` writes it (tag, length 8, signed 64-bit big-endian)."""
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(f"int label field {value} is outside the signed 64-bit range")
-    return b"i\x00\x00\x00\x08" + value.to_bytes(8, "big", signed=True)
+    try:
+        return _INT_TAG + _pack_int(value)
+    except struct.error:
+        raise ValueError(f"int label field {value} is outside the signed 64-bit range") from None
 
 
 def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
@@ -65,10 +71,18 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
     for field in fields:
         kind = type(field)
         if kind is int:  # the common cases first: labels are built for every key, share and statement
-            out += int_field(field)
+            out += _INT_TAG
+            try:
+                out += _pack_int(field)
+            except struct.error:
+                raise ValueError(f"int label field {field} is outside the signed 64-bit range") from None
             continue
         if kind is bytes:
             out += b"b" + len(field).to_bytes(4, "big") + field
+            continue
+        if kind is str:
+            payload = field.encode("utf-8")
+            out += b"s" + len(payload).to_bytes(4, "big") + payload
             continue
         if isinstance(field, bool):
             raise TypeError("bool is not a label field; pass an int explicitly")
@@ -97,4 +111,14 @@ def label(purpose: Purpose, *fields: bytes | str | int | Iterable[int]) -> bytes
     Callers pass the context that makes the label unique, in this order: session id, round,
     key epoch, then purpose-specific fields (sum index, client ids, sets).
     """
+    if len(fields) >= 3 and type(fields[0]) is bytes and type(fields[1]) is int and type(fields[2]) is int:
+        # a client builds about seven labels per neighbour and key set-up, all with the same
+        # purpose, session, round and epoch: their encoding is made once (the same bytes)
+        return _head(purpose, *fields[:3]) + encode_fields(*fields[3:])
     return _PREFIX + purpose.value.encode("ascii") + b"\x00" + encode_fields(*fields)
+
+
+@functools.lru_cache(maxsize=256)
+def _head(purpose: Purpose, session: bytes, round: int, epoch: int) -> bytes:
+    """The bytes :func:`label` starts with for one purpose, session, round and key epoch."""
+    return _PREFIX + purpose.value.encode("ascii") + b"\x00" + encode_fields(session, round, epoch)

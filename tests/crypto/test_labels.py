@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from secure_fedgraph.crypto.labels import Purpose, encode_fields, label
+from secure_fedgraph.crypto.labels import Purpose, encode_fields, int_field, label
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FIELD = st.one_of(
@@ -200,3 +200,34 @@ def test_iterable_of_non_ints_raises_type_error() -> None:
         encode_fields([1, "2"])
     with pytest.raises(TypeError, match="an iterable label field must hold ints"):
         encode_fields([1.0])
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_ints_outside_64_bits_raise_value_error_wherever_they_are(value: int) -> None:
+    with pytest.raises(ValueError, match="outside the signed 64-bit range"):
+        encode_fields(value)
+    with pytest.raises(ValueError, match="outside the signed 64-bit range"):
+        int_field(value)
+    with pytest.raises(ValueError, match="outside the signed 64-bit range"):
+        label(Purpose.PAIRWISE_MASK, b"session", value, 0, 1)  # in the head
+    with pytest.raises(ValueError, match="outside the signed 64-bit range"):
+        label(Purpose.PAIRWISE_MASK, b"session", 1, 0, value)  # in the tail
+
+
+# --- the head a key epoch's labels share --------------------------------------------------------
+
+
+@settings(max_examples=100)
+@given(session=st.binary(max_size=40), round_=INT64, epoch=INT64, tail=st.lists(FIELD, max_size=4))
+def test_labels_of_one_epoch_are_the_bytes_of_the_general_encoding(session: bytes, round_: int, epoch: int, tail: list) -> None:
+    """label() encodes (session, round, epoch) once per purpose and epoch; the bytes must be
+    those of encoding every field, or every signature and derived key would change."""
+    for purpose in (Purpose.SHARE_COMMITMENT, Purpose.PAIRWISE_MASK):
+        expected = b"secure_fedgraph/v1/" + purpose.value.encode("ascii") + b"\x00" + encode_fields(session, round_, epoch, *tail)
+        assert label(purpose, session, round_, epoch, *tail) == expected
+        assert label(purpose, session, round_, epoch, *tail) == expected  # from the cached head
+
+
+def test_int_field_is_how_encode_fields_writes_an_int() -> None:
+    for value in (0, 1, -1, 2**63 - 1, -(2**63)):
+        assert int_field(value) == encode_fields(value)
