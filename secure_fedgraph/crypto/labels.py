@@ -71,11 +71,7 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
     for field in fields:
         kind = type(field)
         if kind is int:  # the common cases first: labels are built for every key, share and statement
-            out += _INT_TAG
-            try:
-                out += _pack_int(field)
-            except struct.error:
-                raise ValueError(f"int label field {field} is outside the signed 64-bit range") from None
+            out += int_field(field)
             continue
         if kind is bytes:
             out += b"b" + len(field).to_bytes(4, "big") + field
@@ -90,10 +86,9 @@ def encode_fields(*fields: bytes | str | int | Iterable[int]) -> bytes:
             payload, tag = bytes(field), b"b"
         elif isinstance(field, str):
             payload, tag = field.encode("utf-8"), b"s"
-        elif isinstance(field, int):
-            if not -(2**63) <= field < 2**63:
-                raise ValueError(f"int label field {field} is outside the signed 64-bit range")
-            payload, tag = struct.pack(">q", field), b"i"
+        elif isinstance(field, int):  # an int subclass (an IntEnum): written as its int value
+            out += int_field(int(field))
+            continue
         elif isinstance(field, Iterable):
             items = list(field)
             if not all(type(i) is int for i in items) and any(isinstance(i, bool) or not isinstance(i, int) for i in items):

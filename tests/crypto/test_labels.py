@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import struct
 
@@ -231,3 +232,11 @@ def test_labels_of_one_epoch_are_the_bytes_of_the_general_encoding(session: byte
 def test_int_field_is_how_encode_fields_writes_an_int() -> None:
     for value in (0, 1, -1, 2**63 - 1, -(2**63)):
         assert int_field(value) == encode_fields(value)
+
+
+def test_an_int_subclass_is_written_as_its_int_value() -> None:
+    class Level(enum.IntEnum):
+        HIGH = 7
+
+    assert encode_fields(Level.HIGH) == encode_fields(7)
+    assert label(Purpose.VIEW, b"session", Level.HIGH, 0) == label(Purpose.VIEW, b"session", 7, 0)
