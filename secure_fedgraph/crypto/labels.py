@@ -110,10 +110,14 @@ def label(purpose: Purpose, *fields: bytes | str | int | Iterable[int]) -> bytes
         # a client builds about seven labels per neighbour and key set-up, all with the same
         # purpose, session, round and epoch: their encoding is made once (the same bytes)
         return _head(purpose, *fields[:3]) + encode_fields(*fields[3:])
+    return _encoded(purpose, fields)
+
+
+def _encoded(purpose: Purpose, fields: tuple) -> bytes:
     return _PREFIX + purpose.value.encode("ascii") + b"\x00" + encode_fields(*fields)
 
 
 @functools.lru_cache(maxsize=256)
 def _head(purpose: Purpose, session: bytes, round: int, epoch: int) -> bytes:
     """The bytes :func:`label` starts with for one purpose, session, round and key epoch."""
-    return _PREFIX + purpose.value.encode("ascii") + b"\x00" + encode_fields(session, round, epoch)
+    return _encoded(purpose, (session, round, epoch))
