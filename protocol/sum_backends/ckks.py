@@ -274,7 +274,7 @@ class CkksServer(ServerRole):
                 kept[client] = response.ciphertexts
 
         live = tuple(sorted(self.live))
-        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept_input)
+        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live)), accept_input)
         self._note(Stage.INPUT, outcome)
         abandoned_streaming(self, spec, set(live), set(outcome.accepted))
         contributors = tuple(sorted(outcome.accepted))

@@ -92,6 +92,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
 )
 from secure_fedgraph.protocol.sum_backends.messages import (
     Complaint,
+    DealtShares,
     DeliverResponse,
     AdvertiseRequest,
     AdvertiseResponse,
@@ -319,7 +320,7 @@ class MaskClient(ClientRole):
         holders = sorted(ep.peers)
         xs = [v + 1 for v in holders]
         seed_shares, key_shares = shamir.split_many((ep.seed, ep.keys.mask_private_bytes()), xs=xs, threshold=ep.plan.threshold)
-        sealed, committed = [], []
+        dealt = []
         for v in holders:
             seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]
             envelope = seal_for(ep.sealing[v], seed_share + key_share, aad_purpose=Purpose.SHARE_AAD, **lab, owner=self.client_id, holder=v,
@@ -329,9 +330,8 @@ class MaskClient(ClientRole):
             key_commitment = envelope_key_commitment(ep.sealing[v], **lab, owner=self.client_id, holder=v)
             statement = envelope_statement(**lab, view=ep.view, owner=self.client_id, holder=v, sealed=envelope.data, seed_hash=seed_hash,
                                            key_hash=key_hash, key_commitment=key_commitment)
-            sealed.append(envelope)
-            committed.append(ShareCommitment(self.client_id, v, seed_hash, key_hash, key_commitment, self.identity.sign(statement)))
-        return ShareKeysResponse(self._header(request), tuple(sealed), tuple(committed))
+            dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash, key_commitment, self.identity.sign(statement))))
+        return ShareKeysResponse(self._header(request), DealtShares.of(dealt))
 
     # --- 3. masked input -------------------------------------------------------------------
     def _open_shares(self, ep: _Epoch, request: InputRequest) -> tuple[Complaint, ...]:
@@ -341,16 +341,14 @@ class MaskClient(ClientRole):
         key: the server then sees who lied (threat_model.md M-LIAR). Nothing a dealer seals makes
         this client leave the run."""
         if ep.shares_opened:
-            if request.shares or request.share_commitments:
+            if request.dealt.records:
                 raise self._fail("shares arrived again after the first sum of the epoch")
             return ()
-        commitments = {c.owner: c for c in request.share_commitments if c.holder == self.client_id}
         complaints = []
-        for sealed in request.shares:
+        for sealed, committed in request.dealt.pairs():  # each envelope with its dealer's commitments (DealtShares)
             owner = sealed.owner
             if sealed.holder != self.client_id or owner not in ep.peers or owner in ep.held or owner in ep.bad_dealers:
                 raise self._fail(f"unexpected share envelope from client {owner} to {sealed.holder}")
-            committed = commitments.get(owner)
             shares = self._opened(ep, sealed, committed)
             if shares is not None:
                 ep.held[owner] = shares
@@ -361,7 +359,7 @@ class MaskClient(ClientRole):
         ep.shares_opened = True
         return tuple(complaints)
 
-    def _opened(self, ep: _Epoch, sealed, committed: ShareCommitment | None) -> tuple[bytes, bytes] | None:
+    def _opened(self, ep: _Epoch, sealed, committed: ShareCommitment) -> tuple[bytes, bytes] | None:
         """The (seed, mask-key) shares in an envelope, or None if it does not open or holds other
         shares than its dealer committed to."""
         try:
@@ -373,13 +371,11 @@ class MaskClient(ClientRole):
         seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
         return (seed_share, key_share) if self._dealt_as_committed(ep, committed, seed_share, key_share) else None
 
-    def _signed_by_dealer(self, ep: _Epoch, sealed, committed: ShareCommitment | None) -> bool:
+    def _signed_by_dealer(self, ep: _Epoch, sealed, committed: ShareCommitment) -> bool:
         """Whether the dealer signed this envelope and committed to the key this client derives
         for it: only then does a complaint (which reveals that key) show the dealer lied. An
         envelope the server altered in transit carries no valid signature, so the server cannot
         make this client reveal a key that would open the dealer's real envelope."""
-        if committed is None:
-            return False
         lab, owner = self._labels(ep), sealed.owner
         if committed.key_commitment != envelope_key_commitment(ep.sealing[owner], **lab, owner=owner, holder=self.client_id):
             return False
@@ -391,11 +387,9 @@ class MaskClient(ClientRole):
             return False
         return True
 
-    def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment | None, seed_share: bytes, key_share: bytes) -> bool:
+    def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment, seed_share: bytes, key_share: bytes) -> bool:
         """Whether the shares a dealer sealed to us are the ones it committed to (threat_model.md
         M-LIAR): a dealer sealing others would have the server blame us when we reveal them."""
-        if committed is None:
-            return False
         lab, owner = self._labels(ep), committed.owner
         return (committed.seed_hash, committed.key_hash) == (
             share_commitment(seed_share, kind="seed", **lab, owner=owner, holder=self.client_id),

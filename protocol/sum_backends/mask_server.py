@@ -68,13 +68,14 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
 )
 from secure_fedgraph.protocol.sum_backends import mask_format
 from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
-from secure_fedgraph.protocol.sum_backends.envelope_store import SEALED_BYTES, EnvelopeStore
+from secure_fedgraph.protocol.sum_backends.envelope_store import EnvelopeStore
 from secure_fedgraph.protocol.sum_backends.messages import (
     AdvertiseRequest,
     Complaint,
     AdvertiseResponse,
     ConsistencyRequest,
     ConsistencyResponse,
+    DealtShares,
     DeliverRequest,
     GraphRequest,
     GraphResponse,
@@ -190,16 +191,10 @@ class MaskServer(ServerRole):
 
         def accept_shares(client: int, response: ShareKeysResponse) -> None:
             expected = graph.of(client) & advertised
-            holders = [s.holder for s in response.sealed]
-            committed = {(c.owner, c.holder): c for c in response.commitments}
-            if sorted(holders) != sorted(expected) or any(s.owner != client for s in response.sealed):
+            heads = response.dealt.heads()  # each record holds an envelope and its commitments, at fixed sizes (DealtShares)
+            if sorted(holder for _, holder in heads) != sorted(expected) or any(owner != client for owner, _ in heads):
                 raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(expected)} neighbours")
-            if any(len(s.data) != SEALED_BYTES for s in response.sealed):
-                raise ProtocolError(f"share_keys: client {client} sent an envelope of the wrong size")
-            if set(committed) != {(client, h) for h in holders} or any(
-                    (len(c.seed_hash), len(c.key_hash), len(c.key_commitment), len(c.signature)) != (32, 32, 32, 64) for c in committed.values()):
-                raise ProtocolError(f"share_keys: client {client} must commit to each share it sealed, once")
-            envelopes.deal(client, response.sealed, committed)
+            envelopes.deal(client, response.dealt)
 
         everyone = tuple(adverts[v].keys for v in sorted(advertised))  # one body for all: each client takes its neighbours'
         outcome = yield self._step(
@@ -249,7 +244,7 @@ class MaskServer(ServerRole):
                     raise ProtocolError(f"input: client {client} sent a malformed self-mask commitment")
                 if len(response.pair_seed_root) != (0 if streaming or not self._graph.of(client) & live_set else 32):
                     raise ProtocolError(f"input: client {client} sent a malformed commitment to its pair seeds")
-                routed = {sealed.owner: (sealed, c) for sealed, c in envelopes.routed(client)} if first and response.complaints else {}
+                routed = {sealed.owner: (sealed, c) for sealed, c in envelopes.routed(client).pairs()} if first and response.complaints else {}
                 dealers = [c.dealer for c in response.complaints]
                 if len(set(dealers)) != len(dealers) or any(d not in routed or len(c.key) != 32 for d, c in zip(dealers, response.complaints)):
                     raise ProtocolError(f"input: client {client} complained about envelopes it was not dealt")
@@ -260,8 +255,7 @@ class MaskServer(ServerRole):
                 envelopes.delivered(client)
 
             def input_request(c: int) -> tuple:
-                routed = envelopes.routed(c) if first else ()
-                return index, spec, encoding, live, tuple(s for s, _ in routed), tuple(h for _, h in routed)
+                return index, spec, encoding, live, envelopes.routed(c) if first else DealtShares()
 
             outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, input_request, lazy=first),
                                        accept_input)

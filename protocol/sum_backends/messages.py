@@ -28,11 +28,15 @@ VERIFY         VerifyRequest           VerifyResponse
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
+from secure_fedgraph.errors import ConfigError
+from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header
 from secure_fedgraph.protocol.core.stages import Stage
@@ -83,6 +87,63 @@ class ShareCommitment:
     key_hash: bytes
     key_commitment: bytes = b""
     signature: bytes = b""
+
+
+_DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder
+_DEALT_FIELDS = (SEALED_BYTES, 32, 32, 32, 64)  # sealed data, seed_hash, key_hash, key_commitment, signature
+
+
+@dataclass(frozen=True)
+class DealtShares:
+    """Share envelopes with their dealers' commitments (:class:`Sealed` and
+    :class:`ShareCommitment` of one owner and holder), as fixed-size records in one bytes value:
+    owner and holder (big-endian uint32), the sealed data, the two share hashes, the key
+    commitment and the signature (mask_format.DEALT_RECORD_BYTES each).
+
+    Why records and not repeated messages: a key set-up relays k envelopes per client, 242,000 at
+    n = 1,000, and each went through protobuf sub-messages and Python objects four times (dealer,
+    server in, server out, holder); the server now checks owners and holders and moves bytes. The
+    layout also leaves nothing to check about an envelope without its commitment, or one of
+    another size: neither can be written."""
+
+    records: bytes = b""
+
+    def __post_init__(self) -> None:
+        if len(self.records) % DEALT_RECORD_BYTES:
+            raise ConfigError(f"dealt shares must be whole {DEALT_RECORD_BYTES}-byte records, got {len(self.records)} bytes")
+
+    @staticmethod
+    def record(sealed: Sealed, committed: ShareCommitment) -> bytes:
+        """One envelope and its commitments as a record; ConfigError if they do not fit it."""
+        fields = (sealed.data, committed.seed_hash, committed.key_hash, committed.key_commitment, committed.signature)
+        if (sealed.owner, sealed.holder) != (committed.owner, committed.holder) or tuple(map(len, fields)) != _DEALT_FIELDS:
+            raise ConfigError(f"envelope {sealed.owner}->{sealed.holder} and its commitments do not fit a dealt record")
+        try:
+            head = _DEALT_HEAD.pack(sealed.owner, sealed.holder)
+        except struct.error:
+            raise ConfigError(f"client ids {sealed.owner}, {sealed.holder} do not fit a dealt record") from None
+        return head + b"".join(fields)
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[Sealed, ShareCommitment]]) -> DealtShares:
+        return cls(b"".join(cls.record(s, c) for s, c in pairs))
+
+    def __len__(self) -> int:
+        return len(self.records) // DEALT_RECORD_BYTES
+
+    def heads(self) -> list[tuple[int, int]]:
+        """(owner, holder) of each record, in order."""
+        return [_DEALT_HEAD.unpack_from(self.records, at) for at in range(0, len(self.records), DEALT_RECORD_BYTES)]
+
+    def pairs(self) -> tuple[tuple[Sealed, ShareCommitment], ...]:
+        """Each record as (envelope, commitments), in order."""
+        out, r = [], self.records
+        for at in range(0, len(r), DEALT_RECORD_BYTES):
+            owner, holder = _DEALT_HEAD.unpack_from(r, at)
+            h = at + _DEALT_HEAD.size + SEALED_BYTES
+            out.append((Sealed(owner, holder, r[at + _DEALT_HEAD.size : h]),
+                        ShareCommitment(owner, holder, r[h : h + 32], r[h + 32 : h + 64], r[h + 64 : h + 96], r[h + 96 : h + COMMITTED_BYTES])))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -140,8 +201,7 @@ class ShareKeysRequest:
 @dataclass(frozen=True)
 class ShareKeysResponse:
     header: Header
-    sealed: tuple[Sealed, ...]
-    commitments: tuple[ShareCommitment, ...] = ()  # one per sealed envelope
+    dealt: DealtShares  # one record per neighbour: the envelope sealed to it and its commitments
 
 
 @dataclass(frozen=True)
@@ -173,8 +233,7 @@ class InputRequest:
     spec: SumSpec
     encoding: FixedPoint | None  # mask only
     live: tuple[int, ...]
-    shares: tuple[Sealed, ...]  # mask: routed shares, on the first sum of a key epoch only
-    share_commitments: tuple[ShareCommitment, ...] = ()  # mask: the dealers' commitments to those shares
+    dealt: DealtShares = DealtShares()  # mask: the envelopes dealt to this client with their commitments, on the first sum of a key epoch only
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class PlainServer(ServerRole):
 
         self._require(len(self.live), self._needed, "remain live for a new sum")
         live = tuple(sorted(self.live))
-        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())), accept)
+        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live)), accept)
         self._note(Stage.INPUT, outcome)
         abandoned_streaming(self, spec, set(live), set(outcome.accepted))
         self.live = set(outcome.accepted)

@@ -84,7 +84,7 @@ class SumAttempt:
 
     @property
     def streaming(self) -> bool:
-        return self.request.spec.streaming and not self.request.shares and bool(self.inputs) and not any(
+        return self.request.spec.streaming and not self.request.dealt.records and bool(self.inputs) and not any(
             m.self_mask_commitment for m in self.inputs.values())
 
 

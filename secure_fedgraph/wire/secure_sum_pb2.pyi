@@ -131,15 +131,19 @@ class ShareKeysRequest(_message.Message):
     key_hashes: bytes
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[SignedKeys, _Mapping]]] = ..., nonces: _Optional[bytes] = ..., key_hashes: _Optional[bytes] = ...) -> None: ...
 
+class DealtShares(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    def __init__(self, records: _Optional[bytes] = ...) -> None: ...
+
 class ShareKeysResponse(_message.Message):
-    __slots__ = ("header", "sealed", "commitments")
+    __slots__ = ("header", "dealt")
     HEADER_FIELD_NUMBER: _ClassVar[int]
-    SEALED_FIELD_NUMBER: _ClassVar[int]
-    COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
+    DEALT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
-    sealed: _containers.RepeatedCompositeFieldContainer[Sealed]
-    commitments: _containers.RepeatedCompositeFieldContainer[ShareCommitment]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sealed: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
+    dealt: DealtShares
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealt: _Optional[_Union[DealtShares, _Mapping]] = ...) -> None: ...
 
 class KeyDealRequest(_message.Message):
     __slots__ = ("header", "peers")
@@ -174,22 +178,20 @@ class KeyInstallRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealer: _Optional[_Union[SignedKeys, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ..., sealed_context: _Optional[bytes] = ...) -> None: ...
 
 class InputRequest(_message.Message):
-    __slots__ = ("header", "sum_index", "spec", "encoding", "live", "shares", "share_commitments")
+    __slots__ = ("header", "sum_index", "spec", "encoding", "live", "dealt")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SUM_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     LIVE_FIELD_NUMBER: _ClassVar[int]
-    SHARES_FIELD_NUMBER: _ClassVar[int]
-    SHARE_COMMITMENTS_FIELD_NUMBER: _ClassVar[int]
+    DEALT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
     sum_index: int
     spec: _common_pb2.SumSpec
     encoding: _common_pb2.FixedPoint
     live: _containers.RepeatedScalarFieldContainer[int]
-    shares: _containers.RepeatedCompositeFieldContainer[Sealed]
-    share_commitments: _containers.RepeatedCompositeFieldContainer[ShareCommitment]
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., shares: _Optional[_Iterable[_Union[Sealed, _Mapping]]] = ..., share_commitments: _Optional[_Iterable[_Union[ShareCommitment, _Mapping]]] = ...) -> None: ...
+    dealt: DealtShares
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., sum_index: _Optional[int] = ..., spec: _Optional[_Union[_common_pb2.SumSpec, _Mapping]] = ..., encoding: _Optional[_Union[_common_pb2.FixedPoint, _Mapping]] = ..., live: _Optional[_Iterable[int]] = ..., dealt: _Optional[_Union[DealtShares, _Mapping]] = ...) -> None: ...
 
 class InputResponse(_message.Message):
     __slots__ = ("header", "payload", "ciphertexts", "self_mask_commitment", "complaints", "pair_seed_root")

@@ -96,7 +96,7 @@ class SplicingCkksServer:
         self._sum_index = max(self._sum_index, index + 1)
         live = tuple(sorted(self.live))
         inputs: dict = {}
-        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live, ())),
+        outcome = yield self._step(Stage.INPUT, lambda h: self._per_client(h, live, InputRequest, lambda c: (index, spec, None, live)),
                                    lambda c, r: inputs.__setitem__(c, [self.context.load(b) for b in r.ciphertexts]))
         contributors = tuple(c for c in sorted(outcome.accepted) if first or c != self.victim)
         if first:

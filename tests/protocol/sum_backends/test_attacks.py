@@ -40,6 +40,7 @@ from secure_fedgraph.protocol.sum_backends.mask_server import MaskServer
 from secure_fedgraph.protocol.sum_backends.messages import (
     Complaint,
     ConsistencyRequest,
+    DealtShares,
     InputResponse,
     PairSeed,
     Signature,
@@ -152,8 +153,7 @@ def _the_same_session_id_twice(patch: pytest.MonkeyPatch) -> bool:
             return codec.encode(dataclasses.replace(request, peers=tuple(old_keys.get(p.client, p) for p in request.peers)))  # the ghosts'
         if direction == "down" and stage is Stage.INPUT and client in (victim, *ghosts):  # envelopes between them would not open
             request, between = codec.decode(data), {victim} if client in ghosts else set(ghosts)
-            return codec.encode(dataclasses.replace(request, shares=tuple(e for e in request.shares if e.owner not in between),
-                                                    share_commitments=tuple(c for c in request.share_commitments if c.owner not in between)))
+            return codec.encode(dataclasses.replace(request, dealt=DealtShares.of(p for p in request.dealt.pairs() if p[0].owner not in between)))
         if direction == "up" and client == victim and stage in (Stage.INPUT, Stage.UNMASK):
             seen[stage] = codec.decode(data)
         return data
@@ -385,7 +385,7 @@ def test_attack_two_survivor_sets_with_colluders(monkeypatch):
 
             pending = {c: server._envelopes.routed(c) for c in live}
             yield server._step(Stage.INPUT, lambda h: {
-                c: InputRequest(h, 0, spec, encoding, live, tuple(s for s, _ in pending[c]), tuple(k for _, k in pending[c])) for c in live},
+                c: InputRequest(h, 0, spec, encoding, live, pending[c]) for c in live},
                 lambda c, r: seen.setdefault("y", {}).__setitem__(c, r.payload.copy()))
             sets = {c: live if c in group_a | colluders else tuple(x for x in live if x != 0) for c in live}
             statements = {name: keyring.consistency_statement(**server._labels(), view=server._view, sum_index=0, live=live, survivors=s)
@@ -506,8 +506,7 @@ def test_attack_a_live_set_without_a_clients_neighbours_then_its_seed(monkeypatc
             from secure_fedgraph.protocol.sum_backends.messages import InputRequest, RecoverRequest
 
             routed = {c: server._envelopes.routed(c) for c in everyone}
-            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, shown[c], tuple(e for e, _ in routed[c]),
-                                                                       tuple(k for _, k in routed[c])) for c in everyone},
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, shown[c], routed[c]) for c in everyone},
                                lambda c, r: seen["y"].__setitem__(c, r.payload.copy()))
             if u not in seen["y"]:
                 return
@@ -697,8 +696,8 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
     Holders check what they were dealt against the commitments and withhold mismatches."""
 
     def deal_other(response):
-        fake = tuple(dataclasses.replace(c, key_hash=bytes(32)) if c.holder == 1 else c for c in response.commitments)
-        return dataclasses.replace(response, commitments=fake)
+        fake = ((e, dataclasses.replace(c, key_hash=bytes(32)) if c.holder == 1 else c) for e, c in response.dealt.pairs())
+        return dataclasses.replace(response, dealt=DealtShares.of(fake))
 
     def attack() -> bool:
         hooks = _tamper(Stage.SHARE_KEYS, 4, deal_other)
@@ -717,15 +716,15 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
 # --- F4/F5. one malicious client must not end the round for everyone (M-LIAR) -----------------
 
 
-def _signed_as(identity: IdentityKey, response, change) -> object:
-    """A dealer's ShareKeysResponse with each envelope's data replaced by ``change(envelope)``,
-    every statement signed again by the dealer itself (a malicious dealer signs what it sends)."""
+def _signed_as(identity: IdentityKey, response, change, commit=lambda c: c) -> object:
+    """A dealer's ShareKeysResponse with each envelope's data replaced by ``change(envelope)`` and
+    its commitments by ``commit(commitments)``, every statement signed again by the dealer itself
+    (a malicious dealer signs what it sends)."""
     lab = {"session": response.header.session, "round": response.header.round, "epoch": 0}
-    sealed = tuple(dataclasses.replace(e, data=change(e)) for e in response.sealed)
-    data = {e.holder: e.data for e in sealed}
-    return sealed, tuple(dataclasses.replace(c, signature=identity.sign(keyring.envelope_statement(
-        **lab, view=_VIEWS[c.owner], owner=c.owner, holder=c.holder, sealed=data[c.holder], seed_hash=c.seed_hash, key_hash=c.key_hash,
-        key_commitment=c.key_commitment))) for c in response.commitments)
+    pairs = [(dataclasses.replace(e, data=change(e)), commit(c)) for e, c in response.dealt.pairs()]
+    return dataclasses.replace(response, dealt=DealtShares.of((e, dataclasses.replace(c, signature=identity.sign(keyring.envelope_statement(
+        **lab, view=_VIEWS[c.owner], owner=c.owner, holder=c.holder, sealed=e.data, seed_hash=c.seed_hash, key_hash=c.key_hash,
+        key_commitment=c.key_commitment)))) for e, c in pairs))
 
 
 _VIEWS: dict[int, bytes] = {}  # the view each dealer signed in (read from its role, as the malicious dealer knows it)
@@ -763,8 +762,7 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
 
     def garbage(identity, role, response):
         _VIEWS[role.client_id] = role._epoch.view
-        sealed, committed = _signed_as(identity, response, lambda e: os.urandom(len(e.data)))
-        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+        return _signed_as(identity, response, lambda e: os.urandom(len(e.data)))
 
     def attack() -> bool:
         delivered, excluded, session = _one_liar_runs(4, garbage)
@@ -800,8 +798,7 @@ def test_attack_a_dealer_sealing_one_wrong_half_of_a_share_costs_the_dealer(monk
             return keyring.seal_for(ep.sealing[envelope.holder], bytes(payload), aad_purpose=Purpose.SHARE_AAD, **lab, owner=envelope.owner,
                                     holder=envelope.holder, view=ep.view).data
 
-        sealed, committed = _signed_as(identity, response, reseal)
-        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+        return _signed_as(identity, response, reseal)
 
     def attack() -> bool:
         delivered, excluded, _ = _one_liar_runs(4, wrong_half)
@@ -910,10 +907,8 @@ def test_attack_a_dealer_committing_to_another_envelope_key_to_frame_a_complaini
 
     def lie(identity, role, response):
         _VIEWS[role.client_id] = role._epoch.view
-        committed = tuple(dataclasses.replace(c, key_commitment=os.urandom(32)) if c.holder == holder else c for c in response.commitments)
-        sealed, committed = _signed_as(identity, dataclasses.replace(response, commitments=committed),
-                                       lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data)
-        return dataclasses.replace(response, sealed=sealed, commitments=committed)
+        return _signed_as(identity, response, lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data,
+                          lambda c: dataclasses.replace(c, key_commitment=os.urandom(32)) if c.holder == holder else c)
 
     def attack() -> bool:
         _, excluded, _ = _one_liar_runs(dealer, lie)
@@ -950,13 +945,13 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
         def hook(direction, stage, client, data):
             if (direction, stage, client) == ("down", Stage.INPUT, holder):
                 request = codec.decode(data)
-                shares = []
-                for e in request.shares:
+                pairs = []
+                for e, c in request.dealt.pairs():
                     if e.owner == dealer and "envelope" not in kept:
                         kept.update(envelope=e, labels=session.server._labels(), view=session.server._view)
                         e = dataclasses.replace(e, data=e.data[:-1] + bytes([e.data[-1] ^ 1]))
-                    shares.append(e)
-                return codec.encode(dataclasses.replace(request, shares=tuple(shares)))
+                    pairs.append((e, c))
+                return codec.encode(dataclasses.replace(request, dealt=DealtShares.of(pairs)))
             if (direction, stage, client) == ("up", Stage.INPUT, holder):
                 complaints.extend(codec.decode(data).complaints)
             return data
@@ -973,7 +968,7 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
         opened = keyring.open_from(keys[0], kept["envelope"], aad_purpose=Purpose.SHARE_AAD, **kept["labels"], view=kept["view"])
         return len(opened) == 2 * shamir.SHARE_BYTES  # the server holds client 1's shares of client 4's seed and mask key
 
-    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", lambda self, ep, sealed, committed: committed is not None)
+    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", lambda self, ep, sealed, committed: True)
 
 
 # --- E. ckks: the decryption oracle, and releases (C-CHECK, C-RELEASE, C-LIAR) ------------------
@@ -1004,7 +999,7 @@ def test_attack_ckks_decryption_oracle_with_copies_of_one_ciphertext(monkeypatch
             kept: dict = {}
             signatures: dict = {}
             live = tuple(sorted(self.live))
-            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live, ()) for c in live},
+            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live) for c in live},
                              lambda c, r: kept.__setitem__(c, [self.context.load(b) for b in r.ciphertexts]))
             yield self._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, live) for c in live},
                              lambda c, r: signatures.__setitem__(c, r.signature))  # an honest contributor set, honestly signed
@@ -1048,7 +1043,7 @@ def test_attack_ckks_two_contributor_sets_released_by_two_clients(monkeypatch):
         def aggregate(self, spec):
             kept: dict = {}
             live = tuple(sorted(self.live))
-            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live, ()) for c in live},
+            yield self._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, None, live) for c in live},
                              lambda c, r: kept.__setitem__(c, [self.context.load(b) for b in r.ciphertexts]))
             shown = {c: name for name, members in groups.items() for c in members}
             signatures: dict = {"all": {}, "without 3": {}}
@@ -1215,7 +1210,7 @@ def _ckks_sum_by_hand(server, index: int, specs: dict, live: dict, contributors:
     from secure_fedgraph.protocol.sum_backends.messages import DeliverRequest, InputRequest
 
     kept, signatures, answers = {}, {}, {}
-    yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, specs[c], None, live[c], ()) for c in specs},
+    yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, specs[c], None, live[c]) for c in specs},
                        lambda c, r: kept.__setitem__(c, [server.context.load(b) for b in r.ciphertexts]))
     yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, contributors) for c in contributors},
                        lambda c, r: signatures.__setitem__(c, r.signature))
@@ -1527,8 +1522,8 @@ def _skipped_unmask_gives_a_contributors_input_away() -> bool:
 
     def one_sum(index: int, name: str, inputs, senders: tuple[int, ...], survivors: tuple[int, ...], unmasked: tuple[int, ...]):
         spec, pending = SumSpec.of(name, inputs[0]), {c: server._envelopes.routed(c) for c in senders} if index == 0 else {}
-        yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, encoding, everyone, tuple(s for s, _ in pending.get(c, ())),
-                                                                   tuple(k for _, k in pending.get(c, ()))) for c in senders},
+        yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, index, spec, encoding, everyone, pending.get(c, DealtShares()))
+                                                   for c in senders},
                            lambda c, r: seen["inputs"].setdefault((index, c), r.payload.copy()))
         signatures: dict[int, bytes] = {}
         yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, survivors) for c in survivors},
@@ -1670,7 +1665,7 @@ def test_attack_pair_seeds_without_a_quorum_then_the_seed_of_a_client_shown_a_sm
 
         def steps():
             spec = SumSpec.of("b", b[0])
-            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 1, spec, encoding, small if c == u else everyone, (), ())
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 1, spec, encoding, small if c == u else everyone)
                                                          for c in everyone},
                                lambda c, r: seen.__setitem__("y", r.payload.copy()) if c == u else None)
             without = tuple(c for c in everyone if c != u)
@@ -1681,7 +1676,7 @@ def test_attack_pair_seeds_without_a_quorum_then_the_seed_of_a_client_shown_a_sm
                                lambda c, r: seen["seeds"].update({c: p.seed for p in r.pair_seeds if p.peer == u}))
             spec = SumSpec.of("c", c_inputs[0])
             live = tuple(sorted((u, *others, *colluders)))
-            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 2, spec, encoding, live, (), ()) for c in others + colluders},
+            yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 2, spec, encoding, live) for c in others + colluders},
                                lambda c, r: None)
             yield server._step(Stage.CONSISTENCY, lambda h: {c: ConsistencyRequest(h, live) for c in others}, lambda c, r: None)
             statement = keyring.consistency_statement(**lab, view=server._view, sum_index=2, live=live, survivors=live)
@@ -1784,9 +1779,8 @@ def test_attack_two_inputs_under_one_sum_index(monkeypatch):
             pending = {c: server._envelopes.routed(c) for c in live}
             for name in ("a", "b"):
                 spec = SumSpec.of(name, a[0])
-                routed = {c: pending[c] if name == "a" else () for c in live}
-                yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, live, tuple(s for s, _ in routed[c]),
-                                                                          tuple(k for _, k in routed[c])) for c in live},
+                routed = {c: pending[c] if name == "a" else DealtShares() for c in live}
+                yield server._step(Stage.INPUT, lambda h: {c: InputRequest(h, 0, spec, encoding, live, routed[c]) for c in live},
                                    lambda c, r: uploads[name].__setitem__(c, r.payload.copy()))
 
         session.runner.run(steps())

@@ -14,7 +14,7 @@ import pytest
 from secure_fedgraph.crypto.keys import RoundKeys
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
-from secure_fedgraph.protocol.sum_backends.messages import Complaint, GraphResponse, Share
+from secure_fedgraph.protocol.sum_backends.messages import Complaint, DealtShares, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session
 from tests.helpers import make_inputs, plain_sum
 
@@ -142,12 +142,13 @@ def _changed(field: str, change):
     [
         (Stage.ADVERTISE, "keys claiming another client", _changed("keys", lambda k: dataclasses.replace(k, client=3)), "malformed keys"),
         (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "malformed keys"),
-        (Stage.SHARE_KEYS, "an envelope missing", _changed("sealed", lambda s: s[1:]), "one share pair to each"),
-        (Stage.SHARE_KEYS, "an envelope from another dealer", _changed("sealed", lambda s: (dataclasses.replace(s[0], owner=3), *s[1:])),
+        (Stage.SHARE_KEYS, "an envelope missing", _changed("dealt", lambda d: DealtShares.of(d.pairs()[1:])), "one share pair to each"),
+        (Stage.SHARE_KEYS, "an envelope from another dealer",
+         _changed("dealt", lambda d: DealtShares.of((tuple(dataclasses.replace(x, owner=3) for x in d.pairs()[0]), *d.pairs()[1:]))),
          "one share pair to each"),
-        (Stage.SHARE_KEYS, "a commitment missing", _changed("commitments", lambda c: c[1:]), "commit to each share it sealed, once"),
-        (Stage.SHARE_KEYS, "a short signature", _changed("commitments", lambda c: (dataclasses.replace(c[0], signature=c[0].signature[:-1]), *c[1:])),
-         "commit to each share it sealed, once"),
+        (Stage.SHARE_KEYS, "an envelope to a client that is not a neighbour",
+         _changed("dealt", lambda d: DealtShares.of((tuple(dataclasses.replace(x, holder=N + 7) for x in d.pairs()[0]), *d.pairs()[1:]))),
+         "one share pair to each"),
         (Stage.INPUT, "one complaint twice", _changed("complaints", lambda _: (Complaint(0, bytes(32)), Complaint(0, bytes(32)))),
          "complained about envelopes it was not dealt"),
         (Stage.INPUT, "a complaint about a dealer it has no envelope of", _changed("complaints", lambda _: (Complaint(N + 4, bytes(32)),)),

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 
 import numpy as np
 import pytest
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
-from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.sum_backends import SumSpec
 from secure_fedgraph.protocol.sum_backends import messages as m
+from secure_fedgraph.protocol.sum_backends.mask_format import SEALED_BYTES
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core import messages as pm
 from secure_fedgraph.wire import common_pb2, envelope_pb2
@@ -32,6 +34,8 @@ SAMPLES = {
     m.Signature: m.Signature(5, b"z" * 64),
     m.ShareCommitment: m.ShareCommitment(1, 2, b"s" * 32, b"k" * 32, b"e" * 32, b"g" * 64),
     m.Complaint: m.Complaint(3, b"q" * 32),
+    m.DealtShares: m.DealtShares.of([(m.Sealed(1, h, bytes([h % 251]) * SEALED_BYTES), m.ShareCommitment(1, h, b"s" * 32, b"k" * 32, b"e" * 32, b"g" * 64))
+                                     for h in (2, 70_000)]),
     m.PairSeed: m.PairSeed(4, b"p" * 32, b"o" * 64),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
@@ -173,3 +177,20 @@ def test_attack_a_tensor_header_whose_size_wraps(monkeypatch):
 def test_headers_with_too_many_dimensions_are_refused_before_any_arithmetic():
     with pytest.raises(ProtocolError, match="at most 8 are allowed"):
         codec.decode(_input_response_with(common_pb2.Tensor(dtype="<f8", shape=[1] * 10_000, data=b"\x00" * 8)))
+
+
+def test_dealt_shares_hold_whole_records_only():
+    """An envelope without its commitments, or a cut record, cannot be a DealtShares: the layout
+    leaves the server and the holder nothing to check about them (messages.DealtShares)."""
+    dealt = SAMPLES[m.DealtShares]
+    assert len(dealt) == 2 and [s.holder for s, _ in dealt.pairs()] == [2, 70_000] and dealt.heads() == [(1, 2), (1, 70_000)]
+    cut = envelope_pb2.Envelope()
+    cut.input_request.CopyFrom(codec.to_pb(_sample(m.InputRequest)))
+    cut.input_request.dealt.records = dealt.records[:-1]
+    with pytest.raises(ProtocolError, match="whole"):
+        codec.decode(cut.SerializeToString())
+    sealed, committed = dealt.pairs()[0]
+    for wrong in ((m.Sealed(1, 3, sealed.data), committed), (m.Sealed(1, 2, sealed.data[1:]), committed),
+                  (m.Sealed(-1, 2, sealed.data), m.ShareCommitment(-1, 2, *dataclasses.astuple(committed)[2:]))):
+        with pytest.raises(ConfigError):
+            m.DealtShares.record(*wrong)
