@@ -15,11 +15,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Collection
 
-from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_RECORD_BYTES, SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
 
 _HASHES = 32 + 32  # seed_hash, key_hash
-_HASHES_AT = 4 + 4 + SEALED_BYTES  # where they start in a dealt record: after owner, holder and the envelope
+_HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES  # where they start in a dealt record: after its head and the envelope
 
 
 class EnvelopeStore:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from secure_fedgraph.crypto import shamir
 
-__all__ = ["COMMITTED_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES", "SEALED_SHARES_BYTES", "clipped_count_is_possible"]
+__all__ = ["COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES", "SEALED_SHARES_BYTES", "clipped_count_is_possible"]
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES  # a holder's share of the mask key and of the self-mask key
 SEALED_BYTES = 12 + SEALED_SHARES_BYTES + 16  # AES-GCM nonce + the two shares + tag
-COMMITTED_BYTES = 32 + 32 + 32 + 64  # seed-share hash, mask-key-share hash, key commitment, the dealer's signature
-DEALT_RECORD_BYTES = 4 + 4 + SEALED_BYTES + COMMITTED_BYTES  # owner, holder (uint32 each), the envelope, its commitments
+COMMITTED_FIELDS = (32, 32, 32, 64)  # seed-share hash, mask-key-share hash, key commitment, the dealer's signature
+COMMITTED_BYTES = sum(COMMITTED_FIELDS)
+DEALT_HEAD_BYTES = 4 + 4  # a dealt record's owner and holder (uint32 each)
+DEALT_RECORD_BYTES = DEALT_HEAD_BYTES + SEALED_BYTES + COMMITTED_BYTES  # the head, the envelope, its commitments
 NONCE_BYTES = 32  # a client's graph nonce
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_BYTES, COMMITTED_FIELDS, DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header
 from secure_fedgraph.protocol.core.stages import Stage
@@ -89,8 +89,8 @@ class ShareCommitment:
     signature: bytes = b""
 
 
-_DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder
-_DEALT_FIELDS = (SEALED_BYTES, 32, 32, 32, 64)  # sealed data, seed_hash, key_hash, key_commitment, signature
+_DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder: DEALT_HEAD_BYTES
+_DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash, key_commitment, signature
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,8 @@ class DealtShares:
         out, r = [], self.records
         for at in range(0, len(r), DEALT_RECORD_BYTES):
             owner, holder = _DEALT_HEAD.unpack_from(r, at)
-            h = at + _DEALT_HEAD.size + SEALED_BYTES
-            out.append((Sealed(owner, holder, r[at + _DEALT_HEAD.size : h]),
+            h = at + DEALT_HEAD_BYTES + SEALED_BYTES
+            out.append((Sealed(owner, holder, r[at + DEALT_HEAD_BYTES : h]),
                         ShareCommitment(owner, holder, r[h : h + 32], r[h + 32 : h + 64], r[h + 64 : h + 96], r[h + 96 : h + COMMITTED_BYTES])))
         return tuple(out)
 

@@ -12,7 +12,7 @@
 Fixtures shared by several folders are in tests/conftest.py.
 """
 
-from tests.helpers.attacks import ServerThatNeverRekeys, SplicingCkksServer, WeakServer, defence_stops, splicing_ckks_server
+from tests.helpers.attacks import ServerThatNeverRekeys, SplicingCkksServer, WeakServer, defence_stops, moved_record, splicing_ckks_server
 from tests.helpers.data import (
     HZMETRO_DIR,
     ISRUC_DIR,
@@ -34,6 +34,6 @@ from tests.helpers.vectors import VECTORS, read_vectors
 __all__ = [
     "HZMETRO_DIR", "ISRUC_DIR", "NO_COLLUDERS", "PLANETOID_DIR", "SHAPES", "SHARED_DATA", "TORCH_PROBE", "UEA_DIR", "VECTORS",
     "ServerThatNeverRekeys", "SplicingCkksServer", "WeakServer", "assert_no_readings", "client_transcripts", "close", "config_for",
-    "default_policy_session", "defence_stops", "make_inputs", "max_error", "needs_hzmetro", "needs_isruc", "needs_planetoid",
+    "default_policy_session", "defence_stops", "make_inputs", "max_error", "moved_record", "needs_hzmetro", "needs_isruc", "needs_planetoid",
     "needs_uea", "plain_sum", "pooled_normalisation", "read_vectors", "sparse_config", "splicing_ckks_server", "under_open_file_limit",
 ]

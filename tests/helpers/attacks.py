@@ -122,3 +122,9 @@ def splicing_ckks_server(target: str = "validation", victim: int = 3) -> type:
     from secure_fedgraph.protocol.sum_backends.ckks import CkksServer
 
     return type("Splicing", (SplicingCkksServer, CkksServer), {"target": target, "victim": victim})
+
+
+def moved_record(pair, **change):
+    """An envelope and its commitments (one of ``DealtShares.pairs()``), both moved: a dealt
+    record holds one owner and holder for the two."""
+    return tuple(dataclasses.replace(x, **change) for x in pair)

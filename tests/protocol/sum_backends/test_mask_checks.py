@@ -18,7 +18,7 @@ from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stag
 from secure_fedgraph.protocol.sum_backends import mask_client as mask_client_module
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
 from secure_fedgraph.protocol.sum_backends.policy import ClientPolicy
-from tests.helpers import make_inputs, plain_sum
+from tests.helpers import make_inputs, moved_record, plain_sum
 
 N = 5
 VICTIM = 0
@@ -175,11 +175,6 @@ def test_share_envelopes_sent_again_in_a_later_sum_are_refused():
         _sums(_rewriting({(Stage.INPUT, 0): keep, (Stage.INPUT, 1): again}), 2)
 
 
-def _both(pair, **change):
-    """An envelope and its commitments, both moved (a record holds one owner and holder for the two)."""
-    return tuple(dataclasses.replace(x, **change) for x in pair)
-
-
 @pytest.mark.parametrize("case", ["to another holder", "from a client that is not a neighbour", "twice from one dealer",
                                   "again from a dealer whose envelope did not open"])
 def test_a_client_refuses_a_share_envelope_it_was_not_dealt(case):
@@ -187,9 +182,9 @@ def test_a_client_refuses_a_share_envelope_it_was_not_dealt(case):
         pairs = list(request.dealt.pairs())
         first = pairs[0]
         if case == "to another holder":
-            pairs[0] = _both(first, holder=first[0].holder + 1)
+            pairs[0] = moved_record(first, holder=first[0].holder + 1)
         elif case == "from a client that is not a neighbour":
-            pairs.append(_both(first, owner=N + 7))
+            pairs.append(moved_record(first, owner=N + 7))
         elif case == "twice from one dealer":
             pairs.append(first)
         else:

@@ -16,7 +16,7 @@ from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
 from secure_fedgraph.protocol.sum_backends.messages import Complaint, DealtShares, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session
-from tests.helpers import make_inputs, plain_sum
+from tests.helpers import make_inputs, moved_record, plain_sum
 
 N = 10  # threshold 7 of 9 neighbours: one answer refused still leaves enough shares
 LIAR = 2
@@ -144,10 +144,10 @@ def _changed(field: str, change):
         (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "malformed keys"),
         (Stage.SHARE_KEYS, "an envelope missing", _changed("dealt", lambda d: DealtShares.of(d.pairs()[1:])), "one share pair to each"),
         (Stage.SHARE_KEYS, "an envelope from another dealer",
-         _changed("dealt", lambda d: DealtShares.of((tuple(dataclasses.replace(x, owner=3) for x in d.pairs()[0]), *d.pairs()[1:]))),
+         _changed("dealt", lambda d: DealtShares.of((moved_record(d.pairs()[0], owner=3), *d.pairs()[1:]))),
          "one share pair to each"),
         (Stage.SHARE_KEYS, "an envelope to a client that is not a neighbour",
-         _changed("dealt", lambda d: DealtShares.of((tuple(dataclasses.replace(x, holder=N + 7) for x in d.pairs()[0]), *d.pairs()[1:]))),
+         _changed("dealt", lambda d: DealtShares.of((moved_record(d.pairs()[0], holder=N + 7), *d.pairs()[1:]))),
          "one share pair to each"),
         (Stage.INPUT, "one complaint twice", _changed("complaints", lambda _: (Complaint(0, bytes(32)), Complaint(0, bytes(32)))),
          "complained about envelopes it was not dealt"),
