@@ -59,8 +59,8 @@ class Primitive(enum.Enum):
     HKDF = ("HKDF-SHA256 with its label", "call")
     ED25519_SIGN = ("Ed25519 sign", "call")
     ED25519_VERIFY = ("Ed25519 verify (key parsed from the directory)", "call")
-    AES_GCM_SEAL = ("AES-GCM seal of one share envelope", "call")
-    AES_GCM_OPEN = ("AES-GCM open of one share envelope", "call")
+    SHARE_SEAL = ("share envelope sealed: its key, AES-256-CTR and HMAC tag (keyring.seal_shares)", "call")
+    SHARE_OPEN = ("share envelope opened: its key, tag check and AES-256-CTR", "call")
     SHAMIR_SPLIT = ("Shamir split of a 32-byte secret to k holders at threshold t", "secret")
     SHAMIR_COMBINE = ("Shamir combine of t shares", "call")
     SHA256 = ("SHA-256 commitment or statement, with its label", "call")
@@ -104,11 +104,9 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
         (complete), and view_digest (n + 1 SHA-256); sparse: NeighbourGraph.build, 8n bytes of keystream.
       MaskClient._on_share_keys: per neighbour verify_keys (k verify), sparse keys_hash (k SHA-256),
         two pair_key (2k exchanges, 2k HKDF); shamir.split_many of seed and mask key (2 secrets); per
-        holder seal_for (k seals), two share_commitment, envelope_key_commitment and
-        envelope_statement (its own hash of the envelope and the statement's: 5k SHA-256) and
-        identity.sign (k signs).
-      MaskClient._open_shares (first sum of an epoch): per envelope open_from (k opens) and
-        _dealt_as_committed (2k SHA-256).
+        holder two share_commitment (2k SHA-256), envelope_key and seal_shares (k seals).
+      MaskClient._open_shares (first sum of an epoch): per envelope envelope_key, the tag check and
+        open_shares (k opens) and _dealt_as_committed (2k SHA-256).
     Client, per sum:
       MaskClient._on_input: self_mask_key (1 HKDF), pair_seed of each of the k live neighbours
         (k HKDF), add_into of the self-mask and of each of the k live neighbours' masks
@@ -156,9 +154,9 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
 
 def _client_key_setup(n: int, k: int) -> Counter[Primitive]:
     sparse = k < n - 1
-    return Counter({P.X25519_KEYGEN: 2, P.ED25519_SIGN: 1 + k, P.ED25519_VERIFY: k, P.X25519: 2 * k, P.HKDF: 2 * k,
-                    P.SHAMIR_SPLIT: 2, P.AES_GCM_SEAL: k, P.KEYSTREAM: 8 * n / MB if sparse else 0,
-                    P.SHA256: 1 + (n + 1) + 5 * k + (4 + k if sparse else 0)})
+    return Counter({P.X25519_KEYGEN: 2, P.ED25519_SIGN: 1, P.ED25519_VERIFY: k, P.X25519: 2 * k, P.HKDF: 2 * k,
+                    P.SHAMIR_SPLIT: 2, P.SHARE_SEAL: k, P.KEYSTREAM: 8 * n / MB if sparse else 0,
+                    P.SHA256: 1 + (n + 1) + 2 * k + (4 + k if sparse else 0)})
 
 
 def _client_input(k: int, vector_mb: float, resumable: bool) -> Counter[Primitive]:
@@ -170,7 +168,7 @@ def _client_sum(n: int, k: int, t: int, d: int, vector_mb: float, resumable: boo
                 pair_seeds: bool = False) -> Counter[Primitive]:
     counts = _client_input(k, vector_mb, resumable)
     if open_shares:
-        counts.update({P.AES_GCM_OPEN: k, P.SHA256: 2 * k})
+        counts.update({P.SHARE_OPEN: k, P.SHA256: 2 * k})
     counts.update({P.SHA256: 1, P.ED25519_SIGN: 1, P.ED25519_VERIFY: _unmask_verifications(n, k, t, d, dropped_first=pair_seeds),
                    P.HKDF: 1})
     if pair_seeds:  # asked at 4b when one of its k neighbours dropped: certain on the complete graph
@@ -327,7 +325,7 @@ def _fixed_costs() -> dict[Primitive, float]:
     from secure_fedgraph.crypto import keys, merkle, shamir
     from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key
     from secure_fedgraph.crypto.labels import Purpose, label
-    from secure_fedgraph.protocol.sum_backends.keyring import open_from, seal_for, share_commitment
+    from secure_fedgraph.protocol.sum_backends.keyring import envelope_key, envelope_tag, open_shares, seal_shares, share_commitment
 
     session = os.urandom(16)
     lab = {"session": session, "round": 3, "epoch": 0}
@@ -337,15 +335,23 @@ def _fixed_costs() -> dict[Primitive, float]:
     signature = identity.sign(statement)
     secret, key, view = agree(ours.share, theirs.share_public), os.urandom(32), os.urandom(32)
     payload = os.urandom(2 * shamir.SHARE_BYTES)  # a seed share and a mask-key share
-    sealed = seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)
+    hashes = {"seed_hash": os.urandom(16), "key_hash": os.urandom(16)}
+    sealed, tag = seal_shares(key, payload, **hashes, **lab, view=view, owner=17, holder=42)
+
+    def seal_one():
+        return seal_shares(envelope_key(key, **lab, owner=17, holder=42), payload, **hashes, **lab, view=view, owner=17, holder=42)
+
+    def open_one():
+        k = envelope_key(key, **lab, owner=17, holder=42)
+        return envelope_tag(k, sealed, **hashes, **lab, view=view) == tag and open_shares(k, sealed)
     return {
         P.X25519_KEYGEN: _seconds_each(RoundKeys.generate) / 2,
         P.X25519: _seconds_each(lambda: agree(ours.mask, theirs.mask_public)),
         P.HKDF: _seconds_each(lambda: derive_key(secret, label(Purpose.PAIRWISE_MASK, session, 3, 0, 17, 42))),
         P.ED25519_SIGN: _seconds_each(lambda: identity.sign(statement)),
         P.ED25519_VERIFY: _seconds_each(lambda: keys._verify(identity.public_bytes, signature, statement)),  # a check no process made before
-        P.AES_GCM_SEAL: _seconds_each(lambda: seal_for(key, payload, aad_purpose=Purpose.SHARE_AAD, **lab, owner=17, holder=42, view=view)),
-        P.AES_GCM_OPEN: _seconds_each(lambda: open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=view)),
+        P.SHARE_SEAL: _seconds_each(seal_one),
+        P.SHARE_OPEN: _seconds_each(open_one),
         P.SHA256: _seconds_each(lambda: share_commitment(payload[:shamir.SHARE_BYTES], kind="seed", **lab, owner=17, holder=42)),
         P.MERKLE_NODE: _seconds_each(lambda: merkle._node(key, view)),
     }

@@ -4,9 +4,9 @@ Why not the decoded objects: a key set-up at n = 10,000 and degree 490 deals 4.9
 envelopes, and each (a ``Sealed`` and its ``ShareCommitment``, six bytes objects and two ints)
 took about 1 KB of the server's memory (measured with tracemalloc), 4.9 GB before any was sent.
 As a record it is its bytes, as the dealer sent it (messages.DealtShares: owner, holder, the
-envelope, two share hashes, the key commitment and the dealer's signature), and nothing is
+envelope, two share commitments and the dealer's tag), and nothing is
 decoded into objects on its way in or out. Once a holder has answered its first INPUT only the
-two share hashes stay: they are what the server checks revealed shares against for the rest of
+two share commitments stay: they are what the server checks revealed shares against for the rest of
 the key epoch (threat_model.md M-LIAR).
 """
 
@@ -15,10 +15,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Collection
 
-from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_FIELDS, DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
 
-_HASHES = 32 + 32  # seed_hash, key_hash
+_HASH = COMMITTED_FIELDS[0]  # one share commitment: seed_hash, then key_hash
+_HASHES = 2 * _HASH
 _HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES  # where they start in a dealt record: after its head and the envelope
 
 
@@ -83,4 +84,4 @@ class EnvelopeStore:
             return None
         size, start = (_HASHES, 0) if holder in self._delivered else (DEALT_RECORD_BYTES, _HASHES_AT)
         r = memoryview(self._records[holder])[i * size + start:i * size + start + _HASHES]
-        return bytes(r[:32]), bytes(r[32:])
+        return bytes(r[:_HASH]), bytes(r[_HASH:])

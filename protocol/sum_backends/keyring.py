@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from secure_fedgraph.crypto.envelope import open_sealed, seal
 from secure_fedgraph.crypto.keys import IdentityKey, agree, derive_key, verify_signature
@@ -114,21 +116,65 @@ def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: byte
         ) from exc
 
 
-def envelope_key_commitment(key: bytes, *, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
-    """The dealer's commitment to the key sealing its envelope to ``holder``: a holder that
-    complains reveals the key, and anyone can check it is the one committed to."""
-    return _sha256(label(Purpose.ENVELOPE_KEY, session, round, epoch, owner, holder), key)
+SHARE_COMMITMENT_BYTES = 16  # a share commitment: SHA-256 truncated to 128 bits (see share_commitment)
+ENVELOPE_TAG_BYTES = 16  # a share envelope's tag: HMAC-SHA256 truncated to 128 bits (see envelope_tag)
+_SUBKEYS_INFO = label(Purpose.SHARE_ENVELOPE_SUBKEYS) + b"\x01"  # HKDF-Expand's info and counter (one SHA-512 block)
+_ZERO_COUNTER = bytes(16)
 
 
-def envelope_statement(*, session: bytes, round: int, epoch: int, view: bytes, owner: int, holder: int, sealed: bytes, seed_hash: bytes,
-                       key_hash: bytes, key_commitment: bytes) -> bytes:
-    """What a dealer signs for each envelope it seals (threat_model.md M-LIAR): the envelope, the
-    commitments to its two shares and to its key, in the dealer's view. A holder that cannot open
-    the envelope, or finds other shares in it, complains with the key; the server opens it and
-    excludes the dealer or, if the envelope holds what was signed, the holder. The signature is
-    what keeps a server from making an honest holder complain about an honest dealer (by
-    altering an envelope in transit) and so from learning the holder's shares."""
-    return _sha256(label(Purpose.ENVELOPE, session, round, epoch, view, owner, holder, _sha256(sealed), seed_hash, key_hash, key_commitment))
+def envelope_key(pair: bytes, *, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
+    """The key of ``owner``'s share envelope to ``holder``: HKDF-Expand (RFC 5869, SHA-256, one
+    block; ``hmac`` is OpenSSL's HMAC at a fraction of the per-call cost of an HKDF object) of the
+    two clients' pair key (purpose SHARE_ENCRYPTION) over the direction. Each direction of a pair
+    has its own key, used for one envelope of one key epoch, so the envelope's counter can start
+    at zero; a complaint reveals it, which opens that envelope and nothing the complainer dealt."""
+    return hmac.digest(pair, label(Purpose.ENVELOPE_KEY, session, round, epoch, owner, holder) + b"\x01", "sha256")
+
+
+def _subkeys(key: bytes) -> tuple[bytes, bytes]:
+    """(AES-256-CTR key, HMAC key) of one envelope: HKDF-Expand (SHA-512, one block) of its key,
+    so one revealed key fixes both and a holder cannot pair the dealer's tag with another
+    cipher key."""
+    both = hmac.digest(key, _SUBKEYS_INFO, "sha512")
+    return both[:32], both[32:]
+
+
+def _ctr(key: bytes, data: bytes) -> bytes:
+    return Cipher(algorithms.AES(key), modes.CTR(_ZERO_COUNTER)).encryptor().update(data)
+
+
+def _tag(mac_key: bytes, sealed: Sealed, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes) -> bytes:
+    statement = label(Purpose.ENVELOPE, session, round, epoch, view, sealed.owner, sealed.holder, sealed.data, seed_hash, key_hash)
+    return hmac.digest(mac_key, statement, "sha256")[:ENVELOPE_TAG_BYTES]
+
+
+def seal_shares(key: bytes, shares: bytes, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes,
+                owner: int, holder: int) -> tuple[Sealed, bytes]:
+    """A dealer's share envelope to ``holder`` under its :func:`envelope_key`, encrypt-then-MAC:
+    the shares under AES-256-CTR, and a tag (HMAC-SHA256, 128 bits) over the key epoch, the
+    dealer's view, the pair, the ciphertext and the dealer's commitments to the two shares.
+    Returns (envelope, tag)."""
+    cipher_key, mac_key = _subkeys(key)
+    sealed = Sealed(owner, holder, _ctr(cipher_key, shares))
+    return sealed, _tag(mac_key, sealed, seed_hash=seed_hash, key_hash=key_hash, session=session, round=round, epoch=epoch, view=view)
+
+
+def envelope_tag(key: bytes, sealed: Sealed, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes) -> bytes:
+    """The tag :func:`seal_shares` gives ``sealed`` and these commitments under ``key``.
+
+    The tag is what binds a dealer to its envelope (threat_model.md M-LIAR). A holder whose key
+    gives the relayed record's tag knows the dealer wrote the record (the server, without the
+    key, cannot alter one and keep its tag), so a complaint, which reveals that key, opens only
+    what the dealer sealed. The server checks a complaint's key the same way: a holder would need
+    another key with the dealer's tag, a 2^-128 chance per try. A dealer that finds two keys with
+    one tag gains nothing: the holder and the server both judge with the key the holder derives."""
+    return _tag(_subkeys(key)[1], sealed, seed_hash=seed_hash, key_hash=key_hash, session=session, round=round, epoch=epoch, view=view)
+
+
+def open_shares(key: bytes, sealed: Sealed) -> bytes:
+    """The plaintext of an envelope under ``key`` (CTR: always as long as the envelope; whether
+    it is what the dealer sealed is the tag's and the commitments' question)."""
+    return _ctr(_subkeys(key)[0], sealed.data)
 
 
 def self_mask_key(seed: bytes, *, session: bytes, round: int, epoch: int, sum_index: int) -> bytes:
@@ -232,8 +278,16 @@ def sparse_view(*, session: bytes, round: int, epoch: int, participants: tuple[i
 
 def share_commitment(share: bytes, *, kind: str, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
     """The dealer's commitment to one Shamir share (``kind`` "seed" or "mask_key"), so the
-    server can tell a holder that reveals a wrong share from one that reveals the dealt one."""
-    return _sha256(label(Purpose.SHARE_COMMITMENT, session, round, epoch, kind, owner, holder), share)
+    server can tell a holder that reveals a wrong share from one that reveals the dealt one.
+
+    SHA-256 of a label naming the key epoch, the kind and the pair, and the share, truncated to
+    128 bits (SHARE_COMMITMENT_BYTES): it travels once per neighbour and key set-up. What it must
+    resist is a second preimage: a holder that reveals another share with the dealt share's
+    commitment, 2^-128 per try, and the label makes every commitment a target of its own. A
+    collision, which a dealer could search for at 2^64, gains it nothing: the holder reveals the
+    share it was dealt, which meets the commitment either way, and what the shares rebuild is
+    checked against the dealer's full-length commitments (its advertised key, its seed commitment)."""
+    return _sha256(label(Purpose.SHARE_COMMITMENT, session, round, epoch, kind, owner, holder), share)[:SHARE_COMMITMENT_BYTES]
 
 
 def self_mask_commitment(key: bytes, *, session: bytes, round: int, epoch: int, sum_index: int, client: int) -> bytes:

@@ -10,13 +10,15 @@ Per round (one key epoch; a re-key starts another, among fewer participants):
                   members, their signed keys, commitments, nonces) seeds the graph, so no one
                   chose it; of every member's signed keys (one body for all clients, so a host
                   receives them once) verify the neighbours'; derive pair keys; Shamir-share
-                  b and the mask private key among the neighbours (threshold t); seal each pair
-                  of shares to its holder (AES-GCM, bound to the view), commit to each share and
-                  to the envelope's key, and sign the envelope with those commitments.
+                  b and the mask private key among the neighbours (threshold t); commit to each
+                  share and seal each pair of shares to its holder under a key of that direction
+                  (AES-CTR), with a tag over the view, the envelope and the commitments
+                  (encrypt-then-MAC, keyring.seal_shares).
 Per sum s (any number per epoch, each with its own PRG streams):
   3. INPUT        (first sum: open the shares, check them against the dealers' commitments;
-                  complain, with the envelope's key, about a signed envelope that does not hold
-                  them: the server excludes the dealer or the complainer, whichever lied)
+                  complain, with the envelope's key, about an envelope whose tag holds but
+                  whose shares do not: the server excludes the dealer or the complainer,
+                  whichever lied)
                   with distributed DP (SumSpec.noise): x clipped, Skellam noise added (noise.py)
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(k_uv,s)
                   [+ if u < v, - if u > v], k_uv,s = HKDF(K_uv, s) the pair seed of this sum
@@ -55,13 +57,13 @@ been unmasked is never masked again (roles.py).
 from __future__ import annotations
 
 import bisect
+import hmac
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from cryptography.exceptions import InvalidSignature
 
 from secure_fedgraph.crypto import merkle, shamir
 from secure_fedgraph.crypto.fixed_point import FixedPoint
@@ -72,15 +74,15 @@ from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.sum_backends.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
-    envelope_key_commitment,
-    envelope_statement,
+    envelope_key,
+    envelope_tag,
     graph_commitment,
     keys_hash,
-    open_from,
+    open_shares,
     pair_key,
     pair_seed,
     pair_seed_leaves,
-    seal_for,
+    seal_shares,
     seed_commitment,
     self_mask_commitment,
     self_mask_key,
@@ -117,7 +119,7 @@ from secure_fedgraph.protocol.sum_backends.messages import (
     UnmaskResponse,
 )
 from secure_fedgraph.protocol.sum_backends import mask_format
-from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES
 from secure_fedgraph.protocol.sum_backends.interned import interned
 from secure_fedgraph.protocol.sum_backends.neighbours import NeighbourGraph
 from secure_fedgraph.protocol.sum_backends.roles import ClientRole
@@ -323,23 +325,21 @@ class MaskClient(ClientRole):
         dealt = []
         for v in holders:
             seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]
-            envelope = seal_for(ep.sealing[v], seed_share + key_share, aad_purpose=Purpose.SHARE_AAD, **lab, owner=self.client_id, holder=v,
-                                view=ep.view)
             seed_hash = share_commitment(seed_share, kind="seed", **lab, owner=self.client_id, holder=v)
             key_hash = share_commitment(key_share, kind="mask_key", **lab, owner=self.client_id, holder=v)
-            key_commitment = envelope_key_commitment(ep.sealing[v], **lab, owner=self.client_id, holder=v)
-            statement = envelope_statement(**lab, view=ep.view, owner=self.client_id, holder=v, sealed=envelope.data, seed_hash=seed_hash,
-                                           key_hash=key_hash, key_commitment=key_commitment)
-            dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash, key_commitment, self.identity.sign(statement))))
+            key = envelope_key(ep.sealing[v], **lab, owner=self.client_id, holder=v)
+            envelope, tag = seal_shares(key, seed_share + key_share, seed_hash=seed_hash, key_hash=key_hash, **lab, view=ep.view,
+                                        owner=self.client_id, holder=v)
+            dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash, tag)))
         return ShareKeysResponse(self._header(request), DealtShares.of(dealt))
 
     # --- 3. masked input -------------------------------------------------------------------
     def _open_shares(self, ep: _Epoch, request: InputRequest) -> tuple[Complaint, ...]:
         """Open the envelopes dealt to this client (first sum of the epoch). One that does not hold
         the shares its dealer committed to is set aside, never revealed (so the dealer cannot have
-        the server blame this client), and, where the dealer signed it, complained about with its
-        key: the server then sees who lied (threat_model.md M-LIAR). Nothing a dealer seals makes
-        this client leave the run."""
+        the server blame this client), and, where its tag shows the dealer wrote it under the key
+        this client derives, complained about with that key: the server then sees who lied
+        (threat_model.md M-LIAR). Nothing a dealer seals makes this client leave the run."""
         if ep.shares_opened:
             if request.dealt.records:
                 raise self._fail("shares arrived again after the first sum of the epoch")
@@ -349,43 +349,36 @@ class MaskClient(ClientRole):
             owner = sealed.owner
             if sealed.holder != self.client_id or owner not in ep.peers or owner in ep.held or owner in ep.bad_dealers:
                 raise self._fail(f"unexpected share envelope from client {owner} to {sealed.holder}")
-            shares = self._opened(ep, sealed, committed)
+            key = envelope_key(ep.sealing[owner], **self._labels(ep), owner=owner, holder=self.client_id)
+            shares = self._opened(ep, key, sealed, committed)
             if shares is not None:
                 ep.held[owner] = shares
                 continue
             ep.bad_dealers.add(owner)  # revealing these would make the server blame us: withhold them
-            if self._signed_by_dealer(ep, sealed, committed):
-                complaints.append(Complaint(owner, ep.sealing[owner]))
+            if self._tagged_by_dealer(ep, key, sealed, committed):
+                complaints.append(Complaint(owner, key))
         ep.shares_opened = True
         return tuple(complaints)
 
-    def _opened(self, ep: _Epoch, sealed, committed: ShareCommitment) -> tuple[bytes, bytes] | None:
-        """The (seed, mask-key) shares in an envelope, or None if it does not open or holds other
-        shares than its dealer committed to."""
-        try:
-            payload = open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **self._labels(ep), view=ep.view)
-        except ProtocolError:
+    def _opened(self, ep: _Epoch, key: bytes, sealed, committed: ShareCommitment) -> tuple[bytes, bytes] | None:
+        """The (seed, mask-key) shares in an envelope, or None if its tag fails (altered in
+        transit, or written under another key) or it holds other shares than its dealer
+        committed to."""
+        if not self._tagged_by_dealer(ep, key, sealed, committed):
             return None
-        if len(payload) != SEALED_SHARES_BYTES:
-            return None
+        payload = open_shares(key, sealed)
         seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
         return (seed_share, key_share) if self._dealt_as_committed(ep, committed, seed_share, key_share) else None
 
-    def _signed_by_dealer(self, ep: _Epoch, sealed, committed: ShareCommitment) -> bool:
-        """Whether the dealer signed this envelope and committed to the key this client derives
-        for it: only then does a complaint (which reveals that key) show the dealer lied. An
-        envelope the server altered in transit carries no valid signature, so the server cannot
-        make this client reveal a key that would open the dealer's real envelope."""
-        lab, owner = self._labels(ep), sealed.owner
-        if committed.key_commitment != envelope_key_commitment(ep.sealing[owner], **lab, owner=owner, holder=self.client_id):
-            return False
-        statement = envelope_statement(**lab, view=ep.view, owner=owner, holder=self.client_id, sealed=sealed.data,
-                                       seed_hash=committed.seed_hash, key_hash=committed.key_hash, key_commitment=committed.key_commitment)
-        try:
-            verify_signature(self.directory[owner], committed.signature, statement)
-        except (InvalidSignature, ValueError):
-            return False
-        return True
+    def _tagged_by_dealer(self, ep: _Epoch, key: bytes, sealed, committed: ShareCommitment) -> bool:
+        """Whether the record's tag holds under the key this client derives for the envelope:
+        only the dealer (or this client) could write it, so a complaint, which reveals that key,
+        shows what the dealer sealed and nothing else. An envelope or commitment the server
+        altered in transit fails it, so the server cannot make this client reveal a key that
+        would open the dealer's real envelope; a dealer tagging under another key fails it too,
+        so it cannot have this client complain with a key the server would refuse."""
+        tag = envelope_tag(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **self._labels(ep), view=ep.view)
+        return hmac.compare_digest(tag, committed.tag)
 
     def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment, seed_share: bytes, key_share: bytes) -> bool:
         """Whether the shares a dealer sealed to us are the ones it committed to (threat_model.md

@@ -38,6 +38,7 @@ abandoned.
 from __future__ import annotations
 
 import bisect
+import hmac
 from collections import defaultdict
 
 import numpy as np
@@ -52,10 +53,10 @@ from secure_fedgraph.errors import DropoutError, ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.sum_backends.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
-    envelope_key_commitment,
+    envelope_tag,
     graph_commitment,
     keys_hash,
-    open_from,
+    open_shares,
     pair_key,
     pair_seed,
     pair_seed_leaves,
@@ -67,7 +68,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
     view_digest,
 )
 from secure_fedgraph.protocol.sum_backends import mask_format
-from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES, SEALED_SHARES_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import NONCE_BYTES
 from secure_fedgraph.protocol.sum_backends.envelope_store import EnvelopeStore
 from secure_fedgraph.protocol.sum_backends.messages import (
     AdvertiseRequest,
@@ -327,28 +328,27 @@ class MaskServer(ServerRole):
         """A holder complains that ``complaint.dealer``'s envelope does not hold the shares the
         dealer committed to, revealing the envelope's key: one of the two lied, and is excluded
         (threat_model.md M-LIAR). The server holds the envelope and commitments as the dealer sent
-        them to it. The key must be the one the dealer committed to, else the holder lied; the
-        envelope opened with it must not hold the committed shares, else the holder lied; then
-        the dealer lied. Revealing the key shows only what that dealer sealed to that holder."""
+        them to it. The dealer's tag must hold under the key, else the holder lied (it is not the
+        key the dealer wrote the record with); the envelope opened with it must not hold the
+        committed shares, else the holder lied; then the dealer lied. The key is that one
+        direction's: revealing it shows only what that dealer sealed to that holder."""
         dealer = complaint.dealer
-        if not self._key_committed(complaint.key, dealer, holder, committed):
+        if not self._key_committed(complaint.key, sealed, committed):
             self._exclude(holder, f"complained about client {dealer}'s envelope with a key {dealer} did not commit to")
         elif self._holds_committed_shares(complaint.key, dealer, holder, sealed, committed):
             self._exclude(holder, f"complained about client {dealer}'s envelope, which holds the shares {dealer} committed to")
         else:
             self._exclude(dealer, f"sealed an envelope for client {holder} that does not hold the shares it committed to")
 
-    def _key_committed(self, key: bytes, dealer: int, holder: int, committed: ShareCommitment) -> bool:
-        return envelope_key_commitment(key, **self._labels(), owner=dealer, holder=holder) == committed.key_commitment
+    def _key_committed(self, key: bytes, sealed: Sealed, committed: ShareCommitment) -> bool:
+        tag = envelope_tag(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **self._labels(), view=self._view)
+        return hmac.compare_digest(tag, committed.tag)
 
     def _holds_committed_shares(self, key: bytes, dealer: int, holder: int, sealed: Sealed, committed: ShareCommitment) -> bool:
         lab = self._labels()
-        try:
-            payload = open_from(key, sealed, aad_purpose=Purpose.SHARE_AAD, **lab, view=self._view)
-        except ProtocolError:
-            return False
+        payload = open_shares(key, sealed)
         seed, mask_key = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
-        return len(payload) == SEALED_SHARES_BYTES and (committed.seed_hash, committed.key_hash) == (
+        return (committed.seed_hash, committed.key_hash) == (
             share_commitment(seed, kind="seed", **lab, owner=dealer, holder=holder),
             share_commitment(mask_key, kind="mask_key", **lab, owner=dealer, holder=holder))
 

@@ -54,7 +54,8 @@ class SignedKeys:
 
 @dataclass(frozen=True)
 class Sealed:
-    """An AES-GCM envelope from ``owner`` to ``holder``, relayed by the server."""
+    """An envelope from ``owner`` to ``holder``, relayed by the server: AES-GCM for ckks's keys,
+    AES-CTR for mask shares, whose tag travels in their :class:`ShareCommitment`."""
 
     owner: int
     holder: int
@@ -77,33 +78,34 @@ class Signature:
 
 @dataclass(frozen=True)
 class ShareCommitment:
-    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder`` and to
-    the envelope's key, with its signature over them and the envelope (keyring.envelope_statement):
-    what makes a holder's complaint about the envelope checkable by anyone (threat_model.md M-LIAR)."""
+    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``, and
+    its tag over them and the envelope (keyring.envelope_tag, under the envelope's key): what
+    makes a holder's complaint about the envelope checkable by the server once it reveals the
+    key (threat_model.md M-LIAR)."""
 
     owner: int
     holder: int
     seed_hash: bytes
     key_hash: bytes
-    key_commitment: bytes = b""
-    signature: bytes = b""
+    tag: bytes = b""
 
 
 _DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder: DEALT_HEAD_BYTES
-_DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash, key_commitment, signature
+_DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash, tag
+_HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES
 
 
 @dataclass(frozen=True)
 class DealtShares:
     """Share envelopes with their dealers' commitments (:class:`Sealed` and
     :class:`ShareCommitment` of one owner and holder), as fixed-size records in one bytes value:
-    owner and holder (big-endian uint32), the sealed data, the two share hashes, the key
-    commitment and the signature (mask_format.DEALT_RECORD_BYTES each).
+    owner and holder (big-endian uint32), the envelope, the two share commitments and the tag
+    (mask_format.DEALT_RECORD_BYTES each: 128).
 
     Why records and not repeated messages: a key set-up relays k envelopes per client, 242,000 at
     n = 1,000, and each went through protobuf sub-messages and Python objects four times (dealer,
     server in, server out, holder); the server now checks owners and holders and moves bytes. The
-    layout also leaves nothing to check about an envelope without its commitment, or one of
+    layout also leaves nothing to check about an envelope without its commitments, or one of
     another size: neither can be written."""
 
     records: bytes = b""
@@ -115,7 +117,7 @@ class DealtShares:
     @staticmethod
     def record(sealed: Sealed, committed: ShareCommitment) -> bytes:
         """One envelope and its commitments as a record; ConfigError if they do not fit it."""
-        fields = (sealed.data, committed.seed_hash, committed.key_hash, committed.key_commitment, committed.signature)
+        fields = (sealed.data, committed.seed_hash, committed.key_hash, committed.tag)
         if (sealed.owner, sealed.holder) != (committed.owner, committed.holder) or tuple(map(len, fields)) != _DEALT_FIELDS:
             raise ConfigError(f"envelope {sealed.owner}->{sealed.holder} and its commitments do not fit a dealt record")
         try:
@@ -138,18 +140,20 @@ class DealtShares:
     def pairs(self) -> tuple[tuple[Sealed, ShareCommitment], ...]:
         """Each record as (envelope, commitments), in order."""
         out, r = [], self.records
+        s, k = COMMITTED_FIELDS[0], COMMITTED_FIELDS[0] + COMMITTED_FIELDS[1]
         for at in range(0, len(r), DEALT_RECORD_BYTES):
             owner, holder = _DEALT_HEAD.unpack_from(r, at)
-            h = at + DEALT_HEAD_BYTES + SEALED_BYTES
+            h = at + _HASHES_AT
             out.append((Sealed(owner, holder, r[at + DEALT_HEAD_BYTES : h]),
-                        ShareCommitment(owner, holder, r[h : h + 32], r[h + 32 : h + 64], r[h + 64 : h + 96], r[h + 96 : h + COMMITTED_BYTES])))
+                        ShareCommitment(owner, holder, r[h : h + s], r[h + s : h + k], r[h + k : h + COMMITTED_BYTES])))
         return tuple(out)
 
 
 @dataclass(frozen=True)
 class Complaint:
-    """A holder's complaint that ``dealer``'s envelope to it does not hold the shares it signed
-    for: the envelope's key, which the dealer committed to, so the server can open it and see."""
+    """A holder's complaint that ``dealer``'s envelope to it does not hold the shares it committed
+    to: the envelope's key (that direction's only), under which the dealer's tag holds, so the
+    server can check the tag, open the envelope and see."""
 
     dealer: int
     key: bytes
@@ -242,7 +246,7 @@ class InputResponse:
     payload: np.ndarray | None  # plain: float vector; mask: ring vector
     ciphertexts: tuple[bytes, ...]  # ckks
     self_mask_commitment: bytes = b""  # mask, full protocol: commitment to the self-mask key of this sum
-    complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: envelopes this client could not open as signed
+    complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: tagged envelopes that did not hold the committed shares
     pair_seed_root: bytes = b""  # mask, full protocol: Merkle root over this sum's pair seeds with the live neighbours
 
 

@@ -22,7 +22,6 @@ class Purpose(enum.Enum):
     ADVERTISE = "advertise"  # signed: a client's round public keys
     CONSISTENCY = "consistency"  # signed: a client's view of (live set, survivor set)
     SHARE_ENCRYPTION = "share-encryption"  # HKDF: key sealing Shamir shares to one peer
-    SHARE_AAD = "share-aad"  # AAD of one sealed share
     PAIRWISE_MASK = "pairwise-mask"  # HKDF: PRG key of one client pair
     SELF_MASK = "self-mask"  # HKDF: PRG key of one client's self-mask for one sum
     SEED_COMMITMENT = "seed-commitment"  # hash: commitment to a self-mask seed
@@ -38,11 +37,12 @@ class Purpose(enum.Enum):
     SESSION = "session"  # hash: a session id, from the server's proposal, its Welcome and every client's nonce
     WELCOME = "welcome"  # hash: what a Welcome announces (configuration, participants, certificates)
     KEYS = "keys"  # hash: the signed round keys of a key epoch's members, in the view digest
-    ENVELOPE = "envelope"  # signed: a dealer's statement of one share envelope and its commitments
-    ENVELOPE_KEY = "envelope-key"  # hash: a dealer's commitment to the key of one share envelope
+    ENVELOPE = "envelope"  # MAC: a dealer's tag over one share envelope and its commitments
+    ENVELOPE_KEY = "envelope-key"  # HKDF-Expand: the key of one direction's share envelope, from the pair key
     CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
     PAIR_SEED = "pair-seed"  # HKDF: PRG key of one client pair's mask in one sum, from their pair key
     PAIR_SEED_COMMITMENT = "pair-seed-commitment"  # hash: a leaf of a client's Merkle commitment to its pair seeds of one sum
+    SHARE_ENVELOPE_SUBKEYS = "share-envelope-subkeys"  # HKDF-Expand: a share envelope's cipher and MAC keys, from its key
 
 
 _INT_TAG = b"i\x00\x00\x00\x08"

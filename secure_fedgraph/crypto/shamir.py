@@ -4,8 +4,10 @@ Scheme: a secret is read as 11 big-endian limbs of 24 bits (one zero byte in fro
 bytes, then 3 bytes a limb: the top limb holds 16 bits, the others 24), and each limb is
 Shamir-shared on its own polynomial of degree t - 1 over GF(p), p = 2^26 - 5: constant term the
 limb, the other t - 1 coefficients uniform in [0, p) from the OS CSPRNG (``os.urandom``, with
-rejection sampling). A holder's share is its 11 values f_l(x), each a big-endian uint32:
-``SHARE_BYTES`` = 44 (the whole secret in GF(2^521 - 1) took 66).
+rejection sampling). A holder's share is its 11 values f_l(x), 26 bits each (every field element
+is below 2^26), packed big-endian behind two zero bits: ``SHARE_BYTES`` = 36 (as a uint32 per
+value it took 44, and the whole secret in GF(2^521 - 1) 66). Every share travels sealed to its
+holder once per key epoch, so its size is most of a key set-up's upload (benchmarks/README.md).
 
 Why limbs are as safe as one big field: Shamir's hiding is information-theoretic in any field
 larger than the values shared (every limb < 2^24 < p). The limbs' polynomials have independent
@@ -42,7 +44,9 @@ PRIME = 2**26 - 5
 SECRET_BYTES = 32
 LIMB_BITS = 24
 LIMBS = -(-8 * SECRET_BYTES // LIMB_BITS)  # 11
-SHARE_BYTES = 4 * LIMBS  # a big-endian uint32 per limb: 44
+VALUE_BITS = 26  # every field element is below 2^26
+SHARE_BYTES = -(-LIMBS * VALUE_BITS // 8)  # 11 values of 26 bits, packed: 36
+_SHARE_PAD_BITS = 8 * SHARE_BYTES - LIMBS * VALUE_BITS  # zero bits in front of a packed share: 2
 _LIMB_BYTES = LIMB_BITS // 8
 _PAD = LIMBS * _LIMB_BYTES - SECRET_BYTES  # zero bytes in front of the secret: 1, so the top limb holds 16 bits
 _LIMB_BOUNDS = np.array([2 ** (LIMB_BITS - 8 * _PAD)] + [2**LIMB_BITS] * (LIMBS - 1), dtype=np.int64)
@@ -93,7 +97,7 @@ def split_many(secrets: Sequence[bytes], *, xs: Sequence[int], threshold: int) -
     coefficients[0] = _to_limbs(secrets).reshape(-1)
     coefficients[1:] = _uniform_below_prime((threshold - 1) * columns).reshape(threshold - 1, columns)
     values = _matmul_mod(_vandermonde(np.asarray(xs, dtype=np.int64), threshold), coefficients)  # [k, secrets x limbs]
-    encoded = values.reshape(len(xs), len(secrets), LIMBS).transpose(1, 0, 2).astype(_SHARE_DTYPE).tobytes()
+    encoded = _pack(values.reshape(len(xs), len(secrets), LIMBS).transpose(1, 0, 2).reshape(-1, LIMBS))
     per_secret = len(xs) * SHARE_BYTES
     return [{x: encoded[s * per_secret + i * SHARE_BYTES: s * per_secret + (i + 1) * SHARE_BYTES] for i, x in enumerate(xs)}
             for s in range(len(secrets))]
@@ -119,8 +123,8 @@ def combine(shares: Mapping[int, bytes], *, threshold: int) -> bytes:
     for x, value in points:
         if len(value) != SHARE_BYTES or not 0 < x < PRIME:
             raise ValueError(f"malformed share at x={x}")
-    ys = np.frombuffer(b"".join(value for _, value in points), dtype=_SHARE_DTYPE).reshape(threshold, LIMBS).astype(np.int64)
-    outside = np.flatnonzero((ys >= PRIME).any(axis=1))
+    ys, padded = _unpack(b"".join(value for _, value in points))
+    outside = np.flatnonzero((ys >= PRIME).any(axis=1) | padded)
     if outside.size:
         raise ValueError(f"share value at x={points[outside[0]][0]} is not a field element")
     weights = _lagrange_at_zero(np.array([x for x, _ in points], dtype=np.int64))
@@ -128,6 +132,25 @@ def combine(shares: Mapping[int, bytes], *, threshold: int) -> bytes:
     if np.any(limbs >= _LIMB_BOUNDS):
         raise ValueError("shares are inconsistent: they do not interpolate to a 32-byte secret")
     return _from_limbs(limbs)
+
+
+def _pack(values: np.ndarray) -> bytes:
+    """[m, LIMBS] field elements as m packed shares: each value's 26 low bits, big-endian, two
+    zero bits in front of each share."""
+    bits = np.unpackbits(values.astype(_SHARE_DTYPE).view(np.uint8).reshape(-1, LIMBS, 4), axis=-1)[..., 32 - VALUE_BITS:]
+    padded = np.zeros((bits.shape[0], 8 * SHARE_BYTES), dtype=np.uint8)
+    padded[:, _SHARE_PAD_BITS:] = bits.reshape(bits.shape[0], LIMBS * VALUE_BITS)
+    return np.packbits(padded, axis=1).tobytes()
+
+
+def _unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`_pack`: ([m, LIMBS] int64 values, [m] whether a share's pad bits are
+    set, which no packed field element has)."""
+    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8).reshape(-1, SHARE_BYTES), axis=1)
+    words = np.zeros((bits.shape[0], LIMBS, 32), dtype=np.uint8)
+    words[..., 32 - VALUE_BITS:] = bits[:, _SHARE_PAD_BITS:].reshape(-1, LIMBS, VALUE_BITS)
+    values = np.packbits(words, axis=-1).view(_SHARE_DTYPE)[..., 0].astype(np.int64)
+    return values, bits[:, :_SHARE_PAD_BITS].any(axis=1)
 
 
 def _to_limbs(secrets: Sequence[bytes]) -> np.ndarray:

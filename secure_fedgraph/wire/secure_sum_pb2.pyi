@@ -47,22 +47,6 @@ class Signature(_message.Message):
     signature: bytes
     def __init__(self, client: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
-class ShareCommitment(_message.Message):
-    __slots__ = ("owner", "holder", "seed_hash", "key_hash", "key_commitment", "signature")
-    OWNER_FIELD_NUMBER: _ClassVar[int]
-    HOLDER_FIELD_NUMBER: _ClassVar[int]
-    SEED_HASH_FIELD_NUMBER: _ClassVar[int]
-    KEY_HASH_FIELD_NUMBER: _ClassVar[int]
-    KEY_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
-    owner: int
-    holder: int
-    seed_hash: bytes
-    key_hash: bytes
-    key_commitment: bytes
-    signature: bytes
-    def __init__(self, owner: _Optional[int] = ..., holder: _Optional[int] = ..., seed_hash: _Optional[bytes] = ..., key_hash: _Optional[bytes] = ..., key_commitment: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
-
 class Complaint(_message.Message):
     __slots__ = ("dealer", "key")
     DEALER_FIELD_NUMBER: _ClassVar[int]

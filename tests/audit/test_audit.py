@@ -99,7 +99,7 @@ def test_m_both_fails_where_pair_seeds_with_a_client_meet_its_seed_or_its_self_m
         view = load(*args, **kwargs)
         paired = next(r for r in view.reveals if isinstance(r.message, sm.PairSeedsResponse))
         header = paired.message.header
-        message = sm.RecoverResponse(header, (sm.Share(3, bytes(44)),)) if extra.startswith("a share") else \
+        message = sm.RecoverResponse(header, (sm.Share(3, bytes(36)),)) if extra.startswith("a share") else \
             sm.UnmaskResponse(header, bytes(32), ())
         view.reveals.append(replay.Reveal(paired.epoch, paired.sum_index, paired.client if extra.startswith("a share") else 3, message))
         return view

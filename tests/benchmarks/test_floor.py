@@ -96,8 +96,8 @@ def tally(monkeypatch) -> Tally:
     patch(IdentityKey, "sign", t.wrap(IdentityKey.sign, P.ED25519_SIGN))
     for module in (keyring, mask_client, mask_server):
         patch(module, "verify_signature", t.wrap(module.verify_signature, P.ED25519_VERIFY))
-    patch(keyring, "seal", t.wrap(keyring.seal, P.AES_GCM_SEAL))
-    patch(keyring, "open_sealed", t.wrap(keyring.open_sealed, P.AES_GCM_OPEN))
+    patch(mask_client, "seal_shares", t.wrap(keyring.seal_shares, P.SHARE_SEAL))
+    patch(mask_client, "open_shares", t.wrap(keyring.open_shares, P.SHARE_OPEN))
     patch(shamir, "split_many", t.wrap(shamir.split_many, P.SHAMIR_SPLIT, lambda secrets, **k: len(secrets)))  # split calls it too
     patch(shamir, "combine", t.wrap(shamir.combine, P.SHAMIR_COMBINE))
     patch(keyring, "_sha256", t.wrap(keyring._sha256, P.SHA256))

@@ -14,7 +14,7 @@ from secure_fedgraph.crypto.labels import Purpose, label
 KEYS = st.binary(min_size=32, max_size=32)
 TAG_BYTES = 16
 KEY = bytes(range(32))
-AAD = label(Purpose.SHARE_AAD, b"session", 3, 0, 1, 2)
+AAD = label(Purpose.CKKS_KEY_AAD, b"session", 3, 0, 1, 2)
 
 
 @settings(max_examples=50)
@@ -61,8 +61,8 @@ def test_wrong_aad_raises_invalid_tag(aad: bytes, other: bytes) -> None:
 
 def test_aad_binds_the_recipient() -> None:
     """A share sealed for recipient 2 cannot be opened under the label of recipient 3."""
-    to_2 = label(Purpose.SHARE_AAD, b"session", 3, 0, 1, 2)
-    to_3 = label(Purpose.SHARE_AAD, b"session", 3, 0, 1, 3)
+    to_2 = label(Purpose.CKKS_KEY_AAD, b"session", 3, 0, 1, 2)
+    to_3 = label(Purpose.CKKS_KEY_AAD, b"session", 3, 0, 1, 3)
     with pytest.raises(InvalidTag):
         open_sealed(KEY, seal(KEY, b"share", to_2), to_3)
 

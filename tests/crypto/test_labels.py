@@ -71,7 +71,7 @@ def test_label_is_prefix_purpose_nul_then_fields() -> None:
     assert label(Purpose.ADVERTISE, b"sid", 3) == (
         b"secure_fedgraph/v1/advertise\x00" + encode_fields(b"sid", 3)
     )
-    assert label(Purpose.SHARE_AAD) == b"secure_fedgraph/v1/share-aad\x00"
+    assert label(Purpose.CKKS_KEY_AAD) == b"secure_fedgraph/v1/ckks-key-aad\x00"
 
 
 def test_purpose_strings_are_pinned() -> None:
@@ -80,7 +80,6 @@ def test_purpose_strings_are_pinned() -> None:
         "ADVERTISE": "advertise",
         "CONSISTENCY": "consistency",
         "SHARE_ENCRYPTION": "share-encryption",
-        "SHARE_AAD": "share-aad",
         "PAIRWISE_MASK": "pairwise-mask",
         "SELF_MASK": "self-mask",
         "SEED_COMMITMENT": "seed-commitment",
@@ -101,6 +100,7 @@ def test_purpose_strings_are_pinned() -> None:
         "CKKS_CONTRIBUTORS": "ckks-contributors",
         "PAIR_SEED": "pair-seed",
         "PAIR_SEED_COMMITMENT": "pair-seed-commitment",
+        "SHARE_ENVELOPE_SUBKEYS": "share-envelope-subkeys",
     }
 
 

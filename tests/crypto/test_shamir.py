@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from secure_fedgraph.crypto import shamir
-from secure_fedgraph.crypto.shamir import LIMB_BITS, LIMBS, PRIME, SECRET_BYTES, SHARE_BYTES, combine, split, split_many
+from secure_fedgraph.crypto.shamir import LIMB_BITS, LIMBS, PRIME, SECRET_BYTES, SHARE_BYTES, VALUE_BITS, combine, split, split_many
 
 SECRETS = st.binary(min_size=SECRET_BYTES, max_size=SECRET_BYTES)
 SECRET = bytes(range(32))
@@ -35,12 +35,19 @@ def limbs_of(secret: bytes) -> list[int]:
     return [(value >> (LIMB_BITS * (LIMBS - 1 - i))) & (2**LIMB_BITS - 1) for i in range(LIMBS)]
 
 
-def encode(limbs: list[int]) -> bytes:
-    return b"".join(y.to_bytes(4, "big") for y in limbs)
+def encode(limbs: list[int], *, pad: int = 0) -> bytes:
+    """The packed share of these values (26 bits each, big-endian), written independently of
+    shamir._pack; ``pad`` goes in the two bits in front, which a share keeps zero."""
+    value = pad
+    for y in limbs:
+        assert 0 <= y < 2**VALUE_BITS
+        value = (value << VALUE_BITS) | y
+    return value.to_bytes(SHARE_BYTES, "big")
 
 
 def decode(share: bytes) -> list[int]:
-    return [int.from_bytes(share[4 * i: 4 * i + 4], "big") for i in range(LIMBS)]
+    value = int.from_bytes(share, "big")
+    return [(value >> (VALUE_BITS * (LIMBS - 1 - i))) & (2**VALUE_BITS - 1) for i in range(LIMBS)]
 
 
 def interpolate(points: list[tuple[int, int]], at: int) -> int:
@@ -68,7 +75,7 @@ def test_prime_is_the_largest_below_2_26_and_every_limb_is_a_field_element() -> 
     assert not any(is_prime(q) for q in range(PRIME + 1, 2**26))
     assert LIMBS * LIMB_BITS >= 8 * SECRET_BYTES > (LIMBS - 1) * LIMB_BITS
     assert 2**LIMB_BITS < PRIME
-    assert SHARE_BYTES == 4 * LIMBS == 44 and PRIME < 2**32  # a big-endian uint32 per limb
+    assert PRIME < 2**VALUE_BITS and SHARE_BYTES == 36 == -(-LIMBS * VALUE_BITS // 8)  # 26 bits per value, packed
     assert shamir._CHUNK * (PRIME - 1) ** 2 < 2**63  # a chunk of products sums within int64
 
 
@@ -269,13 +276,23 @@ def test_malformed_share_length_raises(length: int) -> None:
 
 
 @pytest.mark.parametrize("limb", [0, 5, LIMBS - 1])
-@pytest.mark.parametrize("value", [PRIME, 2**26, 2**32 - 1])
+@pytest.mark.parametrize("value", [PRIME, 2**26 - 1])
 def test_a_share_with_a_limb_outside_the_field_raises(limb: int, value: int) -> None:
     shares = split(SECRET, xs=[1, 2, 3], threshold=2)
     limbs = decode(shares[2])
     limbs[limb] = value
     with pytest.raises(ValueError, match="share value at x=2 is not a field element"):
         combine({1: shares[1], 2: encode(limbs)}, threshold=2)
+
+
+@pytest.mark.parametrize("pad", [1, 2, 3])
+def test_a_share_with_its_pad_bits_set_raises(pad: int) -> None:
+    """No packed field element sets the two bits in front of a share: one that does was not
+    written by split (the same 36 bytes with those bits cleared would pass as another share)."""
+    shares = split(SECRET, xs=[1, 2, 3], threshold=2)
+    assert combine({1: shares[1], 2: encode(decode(shares[2]))}, threshold=2) == SECRET
+    with pytest.raises(ValueError, match="share value at x=2 is not a field element"):
+        combine({1: shares[1], 2: encode(decode(shares[2]), pad=pad)}, threshold=2)
 
 
 @pytest.mark.parametrize("x", [0, PRIME, -1, 2**70])

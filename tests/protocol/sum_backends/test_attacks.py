@@ -691,17 +691,21 @@ def test_attack_a_garbage_upload_is_caught_before_it_is_released(monkeypatch):
 
 
 def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
-    """Client 4 commits to one share for holder 1 and seals it another, then drops: when 1
-    reveals what it holds, the server would see a share that fails 4's commitment and blame 1.
-    Holders check what they were dealt against the commitments and withhold mismatches."""
-
-    def deal_other(response):
-        fake = ((e, dataclasses.replace(c, key_hash=bytes(32)) if c.holder == 1 else c) for e, c in response.dealt.pairs())
-        return dataclasses.replace(response, dealt=DealtShares.of(fake))
+    """Client 4 commits to one share for holder 1 and seals it another (tagging what it sends, as
+    a liar would), then drops: when 1 reveals what it holds, the server would see a share that
+    fails 4's commitment and blame 1. Holders check what they were dealt against the commitments
+    and withhold mismatches."""
 
     def attack() -> bool:
-        hooks = _tamper(Stage.SHARE_KEYS, 4, deal_other)
-        session = local_session(MASK, range(7), intercept=hooks)
+        held: dict = {}
+
+        def hook(direction, stage, client, data):
+            if (direction, stage, client) == ("up", Stage.SHARE_KEYS, 4):
+                other = lambda c: dataclasses.replace(c, key_hash=bytes(len(c.key_hash))) if c.holder == 1 else c  # noqa: E731
+                return codec.encode(_tagged_as(held["session"].clients[4], codec.decode(data), commit=other))
+            return data
+
+        session = held["session"] = local_session(MASK, range(7), intercept=hook)
         session.start_round()
         session.runner.drop = {Stage.INPUT: {4}}
         try:
@@ -716,18 +720,19 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
 # --- F4/F5. one malicious client must not end the round for everyone (M-LIAR) -----------------
 
 
-def _signed_as(identity: IdentityKey, response, change, commit=lambda c: c) -> object:
+def _tagged_as(role, response, change=lambda e: e.data, commit=lambda c: c, key_for=lambda holder, key: key) -> object:
     """A dealer's ShareKeysResponse with each envelope's data replaced by ``change(envelope)`` and
-    its commitments by ``commit(commitments)``, every statement signed again by the dealer itself
-    (a malicious dealer signs what it sends)."""
-    lab = {"session": response.header.session, "round": response.header.round, "epoch": 0}
-    pairs = [(dataclasses.replace(e, data=change(e)), commit(c)) for e, c in response.dealt.pairs()]
-    return dataclasses.replace(response, dealt=DealtShares.of((e, dataclasses.replace(c, signature=identity.sign(keyring.envelope_statement(
-        **lab, view=_VIEWS[c.owner], owner=c.owner, holder=c.holder, sealed=e.data, seed_hash=c.seed_hash, key_hash=c.key_hash,
-        key_commitment=c.key_commitment)))) for e, c in pairs))
-
-
-_VIEWS: dict[int, bytes] = {}  # the view each dealer signed in (read from its role, as the malicious dealer knows it)
+    its commitments by ``commit(commitments)``, every record tagged again by the dealer itself (a
+    malicious dealer tags what it sends), under ``key_for(holder, the envelope's key)``."""
+    ep = role._epoch
+    lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch}
+    pairs = []
+    for e, c in response.dealt.pairs():
+        e, c = dataclasses.replace(e, data=change(e)), commit(c)
+        key = key_for(e.holder, keyring.envelope_key(ep.sealing[e.holder], **lab, owner=e.owner, holder=e.holder))
+        tag = keyring.envelope_tag(key, e, seed_hash=c.seed_hash, key_hash=c.key_hash, **lab, view=ep.view)
+        pairs.append((e, dataclasses.replace(c, tag=tag)))
+    return dataclasses.replace(response, dealt=DealtShares.of(pairs))
 
 
 def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], object]:
@@ -755,14 +760,14 @@ def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], objec
 
 
 def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(monkeypatch):
-    """F4. Client 4 seals random bytes to every neighbour (signing them, as a liar would): before,
-    every honest holder failed to open its envelope, raised and left the run (6 of 6 gone, no
-    aggregate). Now each complains with the envelope's key, the server opens the envelope and
-    sees garbage, excludes 4, re-keys, and the sum is delivered over the six honest clients."""
+    """F4. Client 4 seals random bytes to every neighbour (tagging them, as a liar would): before,
+    every honest holder that found no committed shares in its envelope raised and left the run (6
+    of 6 gone, no aggregate). Now each complains with the envelope's key, the server opens the
+    envelope and sees garbage, excludes 4, re-keys, and the sum is delivered over the six honest
+    clients."""
 
     def garbage(identity, role, response):
-        _VIEWS[role.client_id] = role._epoch.view
-        return _signed_as(identity, response, lambda e: os.urandom(len(e.data)))
+        return _tagged_as(role, response, lambda e: os.urandom(len(e.data)))
 
     def attack() -> bool:
         delivered, excluded, session = _one_liar_runs(4, garbage)
@@ -771,34 +776,29 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
                 session.server.excluded[4].endswith(" that does not hold the shares it committed to")
         return not delivered or excluded != {4}
 
-    def raising(self, ep, sealed, committed):
-        return keyring.open_from(ep.sealing[sealed.owner], sealed, aad_purpose=Purpose.SHARE_AAD, **self._labels(ep), view=ep.view) and None
+    real = MaskClient._opened
+
+    def raising(self, ep, key, sealed, committed):  # the holder of before: an envelope without its shares ends its run
+        shares = real(self, ep, key, sealed, committed)
+        if shares is None:
+            raise ProtocolError(f"the envelope from client {sealed.owner} does not hold the shares it committed to")
+        return shares
 
     defence_stops(attack, monkeypatch, MaskClient, "_opened", raising)
 
 
 @pytest.mark.parametrize("half", ["seed", "mask key"])
 def test_attack_a_dealer_sealing_one_wrong_half_of_a_share_costs_the_dealer(monkeypatch, half):
-    """Client 4 seals a share envelope that opens and holds the right share of one secret but a
-    wrong share of the other (committing to the right ones, signing it all): a holder that kept
-    it would reveal the wrong share at RECOVER or UNMASK and be blamed for the dealer's lie. Each
-    holder checks both halves against the dealer's commitments, complains, and the dealer alone
-    is excluded; the sum is delivered over the honest clients. Without the check of that half,
-    the holders keep the share and the liar stays in."""
+    """Client 4 seals a share envelope that holds the right share of one secret but a wrong share
+    of the other (committing to the right ones, tagging it all): a holder that kept it would
+    reveal the wrong share at RECOVER or UNMASK and be blamed for the dealer's lie. Each holder
+    checks both halves against the dealer's commitments, complains, and the dealer alone is
+    excluded; the sum is delivered over the honest clients. Without the check of that half, the
+    holders keep the share and the liar stays in."""
     offset = 0 if half == "seed" else shamir.SHARE_BYTES
 
-    def wrong_half(identity, role, response):
-        ep = role._epoch
-        _VIEWS[role.client_id] = ep.view
-        lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch}
-
-        def reseal(envelope):
-            payload = bytearray(keyring.open_from(ep.sealing[envelope.holder], envelope, aad_purpose=Purpose.SHARE_AAD, **lab, view=ep.view))
-            payload[offset] ^= 1
-            return keyring.seal_for(ep.sealing[envelope.holder], bytes(payload), aad_purpose=Purpose.SHARE_AAD, **lab, owner=envelope.owner,
-                                    holder=envelope.holder, view=ep.view).data
-
-        return _signed_as(identity, response, reseal)
+    def wrong_half(identity, role, response):  # CTR: a bit flipped in the envelope is that bit of the share flipped
+        return _tagged_as(role, response, lambda e: e.data[:offset] + bytes([e.data[offset] ^ 1]) + e.data[offset + 1:])
 
     def attack() -> bool:
         delivered, excluded, _ = _one_liar_runs(4, wrong_half)
@@ -877,7 +877,8 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
             response = original(request)
             if dealer not in role._epoch.sealing:  # a later key epoch, without the dealer
                 return response
-            key = role._epoch.sealing[dealer] if lie == "true key" else os.urandom(32)
+            ep = role._epoch
+            key = keyring.envelope_key(ep.sealing[dealer], **role._labels(ep), owner=dealer, holder=holder) if lie == "true key" else os.urandom(32)
             return dataclasses.replace(response, complaints=(Complaint(dealer, key),))
 
         role._on_input = complain
@@ -899,43 +900,27 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
 
 
 def test_attack_a_dealer_committing_to_another_envelope_key_to_frame_a_complaining_holder(monkeypatch):
-    """Client 4 seals garbage to client 1 and commits (signed) to a key other than the one they
-    share: were 1 to complain, the key it reveals would fail 4's commitment and the server would
-    exclude 1. A holder complains only when the dealer committed to the key it derives; else it
-    sets the envelope aside and stays in the run."""
+    """Client 4 seals garbage to client 1 and tags it under a key other than the one they share:
+    were 1 to complain, the key it reveals would not give 4's tag and the server would exclude 1.
+    A holder complains only when the dealer's tag holds under the key it derives; else it sets
+    the envelope aside and stays in the run."""
     holder, dealer = 1, 4
 
     def lie(identity, role, response):
-        _VIEWS[role.client_id] = role._epoch.view
-        return _signed_as(identity, response, lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data,
-                          lambda c: dataclasses.replace(c, key_commitment=os.urandom(32)) if c.holder == holder else c)
+        return _tagged_as(role, response, lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data,
+                          key_for=lambda h, key: os.urandom(32) if h == holder else key)
 
     def attack() -> bool:
         _, excluded, _ = _one_liar_runs(dealer, lie)
         return holder in excluded
 
-    def signature_only(self, ep, sealed, committed):  # the key check gone: only the signature counts
-        statement = keyring.envelope_statement(**self._labels(ep), view=ep.view, owner=sealed.owner, holder=self.client_id, sealed=sealed.data,
-                                               seed_hash=committed.seed_hash, key_hash=committed.key_hash, key_commitment=committed.key_commitment)
-        return _verifies(self.directory[sealed.owner], committed.signature, statement)
-
-    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", signature_only)
-
-
-def _verifies(public: bytes, signature: bytes, statement: bytes) -> bool:
-    from secure_fedgraph.crypto.keys import verify_signature
-
-    try:
-        verify_signature(public, signature, statement)
-    except Exception:
-        return False
-    return True
+    defence_stops(attack, monkeypatch, MaskClient, "_tagged_by_dealer", lambda self, ep, key, sealed, committed: True)
 
 
 def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_its_key(monkeypatch):
     """The server alters client 4's envelope to client 1 in transit: were 1 to complain, the key
     it reveals would open 4's real envelope, and the server would hold 1's shares of 4's secrets.
-    The altered envelope does not match 4's signature, so 1 sets it aside without complaining."""
+    The altered envelope does not give 4's tag, so 1 sets it aside without complaining."""
     n, holder, dealer = 7, 1, 4
     inputs = make_inputs(range(n), shapes=SHAPE)
 
@@ -948,7 +933,7 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
                 pairs = []
                 for e, c in request.dealt.pairs():
                     if e.owner == dealer and "envelope" not in kept:
-                        kept.update(envelope=e, labels=session.server._labels(), view=session.server._view)
+                        kept.update(envelope=e, commitments=c, labels=session.server._labels())
                         e = dataclasses.replace(e, data=e.data[:-1] + bytes([e.data[-1] ^ 1]))
                     pairs.append((e, c))
                 return codec.encode(dataclasses.replace(request, dealt=DealtShares.of(pairs)))
@@ -965,10 +950,13 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
         keys = [c.key for c in complaints if c.dealer == dealer]
         if not keys:
             return False
-        opened = keyring.open_from(keys[0], kept["envelope"], aad_purpose=Purpose.SHARE_AAD, **kept["labels"], view=kept["view"])
-        return len(opened) == 2 * shamir.SHARE_BYTES  # the server holds client 1's shares of client 4's seed and mask key
+        opened = keyring.open_shares(keys[0], kept["envelope"])  # the server holds client 1's shares of client 4's seed and mask key
+        seed, mask_key = opened[:shamir.SHARE_BYTES], opened[shamir.SHARE_BYTES:]
+        lab = {**kept["labels"], "owner": dealer, "holder": holder}
+        return (keyring.share_commitment(seed, kind="seed", **lab), keyring.share_commitment(mask_key, kind="mask_key", **lab)) == (
+            kept["commitments"].seed_hash, kept["commitments"].key_hash)
 
-    defence_stops(attack, monkeypatch, MaskClient, "_signed_by_dealer", lambda self, ep, sealed, committed: True)
+    defence_stops(attack, monkeypatch, MaskClient, "_tagged_by_dealer", lambda self, ep, key, sealed, committed: True)
 
 
 # --- E. ckks: the decryption oracle, and releases (C-CHECK, C-RELEASE, C-LIAR) ------------------

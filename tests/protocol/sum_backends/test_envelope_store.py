@@ -1,6 +1,6 @@
 """The mask server's envelope store (protocol/sum_backends/envelope_store.py): what a holder's
 first INPUT carries is exactly what its dealers sealed to it, with their commitments; only
-accepted dealers count; once delivered only the share hashes remain, and they still check
+accepted dealers count; once delivered only the share commitments remain, and they still check
 revealed shares."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from secure_fedgraph.protocol.sum_backends.messages import DealtShares, Sealed, 
 
 def _deal(store: EnvelopeStore, owner: int, holders: list[int]) -> dict[int, tuple[Sealed, ShareCommitment]]:
     sealed = [Sealed(owner, h, os.urandom(SEALED_BYTES)) for h in holders]
-    committed = {(owner, h): ShareCommitment(owner, h, os.urandom(32), os.urandom(32), os.urandom(32), os.urandom(64)) for h in holders}
+    committed = {(owner, h): ShareCommitment(owner, h, os.urandom(16), os.urandom(16), os.urandom(16)) for h in holders}
     store.deal(owner, DealtShares.of((s, committed[(owner, s.holder)]) for s in sealed))
     return {s.holder: (s, committed[(owner, s.holder)]) for s in sealed}
 
@@ -38,7 +38,7 @@ def test_a_dealer_whose_share_keys_were_not_accepted_does_not_count():
     assert store.commitment(1, 0) is None and store.commitment(2, 0) is not None
 
 
-def test_once_delivered_only_the_share_hashes_stay_and_they_still_check():
+def test_once_delivered_only_the_share_commitments_stay_and_they_still_check():
     store = EnvelopeStore()
     dealt = {owner: _deal(store, owner, [h for h in range(4) if h != owner]) for owner in range(4)}
     store.fix_dealers(range(4))
@@ -50,4 +50,4 @@ def test_once_delivered_only_the_share_hashes_stay_and_they_still_check():
         for holder in (h for h in range(4) if h != owner):
             c = dealt[owner][holder][1]
             assert store.commitment(owner, holder) == (c.seed_hash, c.key_hash)
-    assert all(len(r) == 3 * 64 for r in store._records.values())  # 64 bytes a pair, not the envelope
+    assert all(len(r) == 3 * 32 for r in store._records.values())  # 32 bytes a pair (two commitments), not the envelope

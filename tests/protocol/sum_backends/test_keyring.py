@@ -14,16 +14,19 @@ from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.sum_backends import keyring
+from secure_fedgraph.protocol.sum_backends.messages import Sealed
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
-    envelope_key_commitment,
-    envelope_statement,
+    envelope_key,
+    envelope_tag,
     graph_commitment,
     keys_hash,
     open_from,
+    open_shares,
     pair_key,
     pair_seed,
     seal_for,
+    seal_shares,
     seed_commitment,
     self_mask_commitment,
     self_mask_key,
@@ -97,12 +100,12 @@ def test_a_key_agreement_with_a_malformed_public_key_is_a_protocol_error():
         pair_key(RoundKeys.generate().share, b"\0" * 31, purpose=Purpose.SHARE_ENCRYPTION, **LAB, a=2, b=1)
 
 
-ENVELOPE = {"aad_purpose": Purpose.SHARE_AAD, **LAB, "view": b"v" * 32}
+ENVELOPE = {"aad_purpose": Purpose.CKKS_KEY_AAD, **LAB, "view": b"v" * 32}
 
 
 @pytest.mark.parametrize(
     "change",
-    [{"aad_purpose": Purpose.CKKS_KEY_AAD},
+    [{"aad_purpose": Purpose.CKKS_CONTEXT_AAD},
      *OTHER_LAB, {"view": b"w" * 32}, {"owner": 9}, {"holder": 9}],
     ids=lambda d: next(iter(d)),
 )
@@ -119,22 +122,27 @@ def test_an_envelope_opens_only_where_it_was_sealed(change):
         open_from(key, moved, **{**ENVELOPE, **label})
 
 
+def _tag_of(key: bytes):
+    def tag(*, owner: int, holder: int, sealed: bytes, **fields) -> bytes:
+        return envelope_tag(key, Sealed(owner, holder, sealed), **fields)
+    return tag
+
+
 def test_every_statement_and_commitment_changes_with_each_of_its_fields():
     """Each argument of each statement, digest and commitment changes its value: two clients (or
     a client and the server) that differ in any of them cannot be shown the same bytes."""
     key, seed = os.urandom(32), os.urandom(32)
-    envelope = {**LAB, "view": b"v" * 32, "owner": 1, "holder": 2, "sealed": b"e", "seed_hash": b"a" * 32, "key_hash": b"b" * 32,
-                "key_commitment": b"c" * 32}
+    envelope = {**LAB, "view": b"v" * 32, "owner": 1, "holder": 2, "sealed": b"e", "seed_hash": b"a" * 16, "key_hash": b"b" * 16}
     consistency = {**LAB, "view": b"v" * 32, "sum_index": 0, "live": (1, 2, 3), "survivors": (1, 2)}
     view = {**LAB, "participants": (1, 2, 3), "members": (1, 2), "keys": (b"k" * 32, b"l" * 32), "commitments": (b"c",), "nonces": (b"n",)}
     pair = {**LAB, "owner": 1, "holder": 2}
     cases = {
-        "envelope statement": (envelope_statement, envelope, {"view": b"w" * 32, "owner": 3, "holder": 3, "sealed": b"f", "seed_hash": b"x" * 32,
-                                                              "key_hash": b"x" * 32, "key_commitment": b"x" * 32}),
+        "envelope tag": (_tag_of(key), envelope, {"view": b"w" * 32, "owner": 3, "holder": 3, "sealed": b"f", "seed_hash": b"x" * 16,
+                                                  "key_hash": b"x" * 16}),
         "consistency statement": (consistency_statement, consistency, {"view": b"w" * 32, "sum_index": 1, "live": (1, 2, 4), "survivors": (1, 3)}),
         "view digest": (view_digest, view, {"participants": (1, 2, 4), "members": (1, 3), "keys": (b"k" * 32, b"m" * 32), "commitments": (b"d",),
                                             "nonces": (b"o",)}),
-        "envelope key commitment": (lambda **kw: envelope_key_commitment(key, **kw), pair, {"owner": 3, "holder": 3}),
+        "envelope key": (lambda **kw: envelope_key(key, **kw), pair, {"owner": 3, "holder": 3}),
         "share commitment": (lambda **kw: share_commitment(b"share", **kw), {**pair, "kind": "seed"}, {"kind": "mask_key", "owner": 3, "holder": 3}),
         "seed commitment": (lambda **kw: seed_commitment(seed, **kw), {**LAB, "client": 1}, {"client": 2}),
         "self-mask key": (lambda **kw: self_mask_key(seed, **kw), {**LAB, "sum_index": 0}, {"sum_index": 1}),
@@ -149,6 +157,9 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         variants += [make(**{**base, **other}) for other in OTHER_LAB]
         assert _distinct([make(**base), *variants]), name
     assert _distinct([share_commitment(b"share", **pair, kind="seed"), share_commitment(b"other", **pair, kind="seed")])
+    assert _distinct([envelope_tag(key, Sealed(1, 2, b"e"), **{k: v for k, v in envelope.items() if k not in ("owner", "holder", "sealed")}),
+                      envelope_tag(seed, Sealed(1, 2, b"e"), **{k: v for k, v in envelope.items() if k not in ("owner", "holder", "sealed")})])
+    assert _distinct([envelope_key(key, **pair), envelope_key(seed, **pair)])  # it comes from the pair key
     assert _distinct([seed_commitment(seed, **LAB, client=1), seed_commitment(bytes(32), **LAB, client=1)])  # it commits to the seed
     assert pair_seed(key, **LAB, sum_index=0, a=1, b=2) == pair_seed(key, **LAB, sum_index=0, a=2, b=1)  # both ends derive it
     assert _distinct([pair_seed(key, **LAB, sum_index=0, a=1, b=2), pair_seed(seed, **LAB, sum_index=0, a=1, b=2)])
@@ -164,3 +175,58 @@ def test_a_keys_hash_covers_every_key_and_the_client():
                                                                       ("seed_commitment", b"x" * 32))]
     assert _distinct([keys_hash(advert), *map(keys_hash, variants)])
     assert keys_hash(advert) == keys_hash(dataclasses.replace(advert, signature=b"other"))  # the signature is not a key
+
+
+# --- share envelopes: encrypt-then-MAC records (keyring.seal_shares) ----------------------------
+
+
+def test_envelope_keys_are_rfc_5869_expand_of_the_pair_key():
+    """The envelope key and its two subkeys are HKDF-Expand (RFC 5869) as `cryptography` computes
+    it, written with OpenSSL's HMAC directly for speed: the same bytes."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    from secure_fedgraph.crypto.labels import label
+
+    pair = os.urandom(32)
+    key = envelope_key(pair, **LAB, owner=1, holder=2)
+    assert key == HKDFExpand(hashes.SHA256(), 32, label(Purpose.ENVELOPE_KEY, *LAB.values(), 1, 2)).derive(pair)
+    both = HKDFExpand(hashes.SHA512(), 64, label(Purpose.SHARE_ENVELOPE_SUBKEYS)).derive(key)
+    assert keyring._subkeys(key) == (both[:32], both[32:])
+
+
+def test_each_direction_of_a_pair_seals_under_its_own_key():
+    """Both clients of a pair hold one pair key, and each seals shares to the other with a
+    counter that starts at zero: the envelope key names the direction, so the two envelopes never
+    share a keystream (which would give the XOR of the two clients' shares to anyone holding both),
+    and a complaint about one reveals nothing of the other."""
+    pair, shares = os.urandom(32), os.urandom(72)
+    fields = {"seed_hash": b"a" * 16, "key_hash": b"b" * 16, **LAB, "view": b"v" * 32}
+    forward = envelope_key(pair, **LAB, owner=1, holder=2)
+    backward = envelope_key(pair, **LAB, owner=2, holder=1)
+    assert forward != backward
+    there, _ = seal_shares(forward, shares, **fields, owner=1, holder=2)
+    back, _ = seal_shares(backward, shares, **fields, owner=2, holder=1)
+    assert there.data != back.data and open_shares(forward, there) == shares == open_shares(backward, back)
+    assert open_shares(forward, back) != shares
+
+
+def test_a_share_envelope_opens_to_its_shares_and_its_tag_holds_only_as_sealed():
+    """seal_shares gives the envelope and the tag envelope_tag recomputes; any change to the
+    envelope, the commitments, the view, the pair or the key epoch, or another key, gives
+    another tag (so a holder and the server see whether a record is the one the dealer wrote)."""
+    key, shares = os.urandom(32), os.urandom(72)
+    fields = {"seed_hash": b"a" * 16, "key_hash": b"b" * 16, **LAB, "view": b"v" * 32}
+    sealed, tag = seal_shares(key, shares, **fields, owner=1, holder=2)
+    assert len(sealed.data) == len(shares) and len(tag) == keyring.ENVELOPE_TAG_BYTES
+    assert open_shares(key, sealed) == shares and envelope_tag(key, sealed, **fields) == tag
+    flipped = dataclasses.replace(sealed, data=bytes([sealed.data[0] ^ 1]) + sealed.data[1:])
+    others = [envelope_tag(os.urandom(32), sealed, **fields), envelope_tag(key, flipped, **fields),
+              envelope_tag(key, dataclasses.replace(sealed, owner=3), **fields), envelope_tag(key, dataclasses.replace(sealed, holder=3), **fields)]
+    others += [envelope_tag(key, sealed, **{**fields, **change}) for change in
+               ({"seed_hash": b"x" * 16}, {"key_hash": b"x" * 16}, {"view": b"w" * 32}, *OTHER_LAB)]
+    assert tag not in others
+
+
+def test_share_commitments_are_128_bits():
+    assert len(share_commitment(b"share", **LAB, kind="seed", owner=1, holder=2)) == keyring.SHARE_COMMITMENT_BYTES == 16

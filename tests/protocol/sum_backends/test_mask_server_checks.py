@@ -302,8 +302,11 @@ def test_a_dealer_whose_shares_do_not_interpolate_is_named_and_the_run_goes_on(s
     from secure_fedgraph.crypto import shamir
     from secure_fedgraph.errors import SumAbandoned
 
-    def no_secret(secrets, *, xs, threshold):  # a share is LIMBS big-endian uint32 limbs
-        return [{x: ((2**24 + x) % shamir.PRIME).to_bytes(4, "big") * shamir.LIMBS for x in xs} for _ in secrets]
+    def packed(value: int) -> bytes:  # a share is LIMBS values of VALUE_BITS bits, packed big-endian
+        return sum(value << (shamir.VALUE_BITS * i) for i in range(shamir.LIMBS)).to_bytes(shamir.SHARE_BYTES, "big")
+
+    def no_secret(secrets, *, xs, threshold):
+        return [{x: packed((2**24 + x) % shamir.PRIME) for x in xs} for _ in secrets]
 
     session = local_session(MASK, range(N), drop={stage: {4}})
     dealer = session.clients[4]
