@@ -59,8 +59,8 @@ class Primitive(enum.Enum):
     HKDF = ("HKDF-SHA256 with its label", "call")
     ED25519_SIGN = ("Ed25519 sign", "call")
     ED25519_VERIFY = ("Ed25519 verify (key parsed from the directory)", "call")
-    SHARE_SEAL = ("share envelope sealed: its key, AES-256-CTR and HMAC tag (keyring.seal_shares)", "call")
-    SHARE_OPEN = ("share envelope opened: its key, tag check and AES-256-CTR", "call")
+    SHARE_SEAL = ("share envelope sealed: its key and AES-256-GCM (keyring.envelope_key, seal_shares)", "call")
+    SHARE_OPEN = ("share envelope opened: its key and AES-256-GCM (keyring.envelope_key, open_shares)", "call")
     SHAMIR_SPLIT = ("Shamir split of a 32-byte secret to k holders at threshold t", "secret")
     SHAMIR_COMBINE = ("Shamir combine of t shares", "call")
     SHA256 = ("SHA-256 commitment or statement, with its label", "call")
@@ -105,8 +105,8 @@ def round_counts(n: int, L: int, degree: int, threshold: int, ring_bits: int, *,
       MaskClient._on_share_keys: per neighbour verify_keys (k verify), sparse keys_hash (k SHA-256),
         two pair_key (2k exchanges, 2k HKDF); shamir.split_many of seed and mask key (2 secrets); per
         holder two share_commitment (2k SHA-256), envelope_key and seal_shares (k seals).
-      MaskClient._open_shares (first sum of an epoch): per envelope envelope_key, the tag check and
-        open_shares (k opens) and _dealt_as_committed (2k SHA-256).
+      MaskClient._open_shares (first sum of an epoch): per envelope envelope_key and open_shares
+        (k opens) and _dealt_as_committed (2k SHA-256).
     Client, per sum:
       MaskClient._on_input: self_mask_key (1 HKDF), pair_seed of each of the k live neighbours
         (k HKDF), add_into of the self-mask and of each of the k live neighbours' masks
@@ -325,7 +325,7 @@ def _fixed_costs() -> dict[Primitive, float]:
     from secure_fedgraph.crypto import keys, merkle, shamir
     from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys, agree, derive_key
     from secure_fedgraph.crypto.labels import Purpose, label
-    from secure_fedgraph.protocol.sum_backends.keyring import envelope_key, envelope_tag, open_shares, seal_shares, share_commitment
+    from secure_fedgraph.protocol.sum_backends.keyring import envelope_key, open_shares, seal_shares, share_commitment
 
     session = os.urandom(16)
     lab = {"session": session, "round": 3, "epoch": 0}
@@ -336,14 +336,13 @@ def _fixed_costs() -> dict[Primitive, float]:
     secret, key, view = agree(ours.share, theirs.share_public), os.urandom(32), os.urandom(32)
     payload = os.urandom(2 * shamir.SHARE_BYTES)  # a seed share and a mask-key share
     hashes = {"seed_hash": os.urandom(16), "key_hash": os.urandom(16)}
-    sealed, tag = seal_shares(key, payload, **hashes, **lab, view=view, owner=17, holder=42)
+    sealed = seal_shares(envelope_key(key, **lab, owner=17, holder=42), payload, **hashes, **lab, view=view, owner=17, holder=42)
 
     def seal_one():
         return seal_shares(envelope_key(key, **lab, owner=17, holder=42), payload, **hashes, **lab, view=view, owner=17, holder=42)
 
     def open_one():
-        k = envelope_key(key, **lab, owner=17, holder=42)
-        return envelope_tag(k, sealed, **hashes, **lab, view=view) == tag and open_shares(k, sealed)
+        return open_shares(envelope_key(key, **lab, owner=17, holder=42), sealed, **hashes, **lab, view=view)
     return {
         P.X25519_KEYGEN: _seconds_each(RoundKeys.generate) / 2,
         P.X25519: _seconds_each(lambda: agree(ours.mask, theirs.mask_public)),

@@ -4,7 +4,7 @@ Why not the decoded objects: a key set-up at n = 10,000 and degree 490 deals 4.9
 envelopes, and each (a ``Sealed`` and its ``ShareCommitment``, six bytes objects and two ints)
 took about 1 KB of the server's memory (measured with tracemalloc), 4.9 GB before any was sent.
 As a record it is its bytes, as the dealer sent it (messages.DealtShares: owner, holder, the
-envelope, two share commitments and the dealer's tag), and nothing is
+envelope, its GCM tag included, and two share commitments), and nothing is
 decoded into objects on its way in or out. Once a holder has answered its first INPUT only the
 two share commitments stay: they are what the server checks revealed shares against for the rest of
 the key epoch (threat_model.md M-LIAR).

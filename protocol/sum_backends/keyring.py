@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from secure_fedgraph.crypto.envelope import open_sealed, seal
 from secure_fedgraph.crypto.keys import IdentityKey, agree, derive_key, verify_signature
@@ -117,64 +117,48 @@ def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: byte
 
 
 SHARE_COMMITMENT_BYTES = 16  # a share commitment: SHA-256 truncated to 128 bits (see share_commitment)
-ENVELOPE_TAG_BYTES = 16  # a share envelope's tag: HMAC-SHA256 truncated to 128 bits (see envelope_tag)
-_SUBKEYS_INFO = label(Purpose.SHARE_ENVELOPE_SUBKEYS) + b"\x01"  # HKDF-Expand's info and counter (one SHA-512 block)
-_ZERO_COUNTER = bytes(16)
+_ZERO_NONCE = bytes(12)  # an envelope key seals one envelope (envelope_key)
 
 
 def envelope_key(pair: bytes, *, session: bytes, round: int, epoch: int, owner: int, holder: int) -> bytes:
     """The key of ``owner``'s share envelope to ``holder``: HKDF-Expand (RFC 5869, SHA-256, one
     block; ``hmac`` is OpenSSL's HMAC at a fraction of the per-call cost of an HKDF object) of the
     two clients' pair key (purpose SHARE_ENCRYPTION) over the direction. Each direction of a pair
-    has its own key, used for one envelope of one key epoch, so the envelope's counter can start
-    at zero; a complaint reveals it, which opens that envelope and nothing the complainer dealt."""
+    has its own key, and it seals one envelope of one key epoch, so its nonce can be zero; a
+    complaint reveals it, which opens that envelope and nothing the complainer dealt."""
     return hmac.digest(pair, label(Purpose.ENVELOPE_KEY, session, round, epoch, owner, holder) + b"\x01", "sha256")
 
 
-def _subkeys(key: bytes) -> tuple[bytes, bytes]:
-    """(AES-256-CTR key, HMAC key) of one envelope: HKDF-Expand (SHA-512, one block) of its key,
-    so one revealed key fixes both and a holder cannot pair the dealer's tag with another
-    cipher key."""
-    both = hmac.digest(key, _SUBKEYS_INFO, "sha512")
-    return both[:32], both[32:]
-
-
-def _ctr(key: bytes, data: bytes) -> bytes:
-    return Cipher(algorithms.AES(key), modes.CTR(_ZERO_COUNTER)).encryptor().update(data)
-
-
-def _tag(mac_key: bytes, sealed: Sealed, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes) -> bytes:
-    statement = label(Purpose.ENVELOPE, session, round, epoch, view, sealed.owner, sealed.holder, sealed.data, seed_hash, key_hash)
-    return hmac.digest(mac_key, statement, "sha256")[:ENVELOPE_TAG_BYTES]
+def _aad(owner: int, holder: int, seed_hash: bytes, key_hash: bytes, *, session: bytes, round: int, epoch: int, view: bytes) -> bytes:
+    return label(Purpose.ENVELOPE, session, round, epoch, view, owner, holder) + seed_hash + key_hash  # the hashes: fixed-size fields
 
 
 def seal_shares(key: bytes, shares: bytes, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes,
-                owner: int, holder: int) -> tuple[Sealed, bytes]:
-    """A dealer's share envelope to ``holder`` under its :func:`envelope_key`, encrypt-then-MAC:
-    the shares under AES-256-CTR, and a tag (HMAC-SHA256, 128 bits) over the key epoch, the
-    dealer's view, the pair, the ciphertext and the dealer's commitments to the two shares.
-    Returns (envelope, tag)."""
-    cipher_key, mac_key = _subkeys(key)
-    sealed = Sealed(owner, holder, _ctr(cipher_key, shares))
-    return sealed, _tag(mac_key, sealed, seed_hash=seed_hash, key_hash=key_hash, session=session, round=round, epoch=epoch, view=view)
+                owner: int, holder: int) -> Sealed:
+    """A dealer's share envelope to ``holder``: AES-256-GCM under its :func:`envelope_key` (nonce
+    zero: the key seals this envelope only), the AAD naming the key epoch, the dealer's view, the
+    pair and the dealer's commitments to the two shares (threat_model.md M-LIAR).
+
+    The GCM tag is what binds the dealer to its envelope and commitments. A holder whose key
+    opens the envelope knows the dealer sealed it (the server, without the key, cannot alter the
+    envelope or the commitments and keep the tag), so a complaint, which reveals that key, shows
+    only what the dealer sealed. The server checks a complaint's key the same way: a holder would
+    need another key under which the dealer's ciphertext and tag hold, a 2^-128 chance per try. A
+    dealer that makes one envelope open under two keys gains nothing: the holder and the server
+    both judge with the key the holder derives."""
+    aad = _aad(owner, holder, seed_hash, key_hash, session=session, round=round, epoch=epoch, view=view)
+    return Sealed(owner, holder, AESGCM(key).encrypt(_ZERO_NONCE, shares, aad))
 
 
-def envelope_tag(key: bytes, sealed: Sealed, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int, view: bytes) -> bytes:
-    """The tag :func:`seal_shares` gives ``sealed`` and these commitments under ``key``.
-
-    The tag is what binds a dealer to its envelope (threat_model.md M-LIAR). A holder whose key
-    gives the relayed record's tag knows the dealer wrote the record (the server, without the
-    key, cannot alter one and keep its tag), so a complaint, which reveals that key, opens only
-    what the dealer sealed. The server checks a complaint's key the same way: a holder would need
-    another key with the dealer's tag, a 2^-128 chance per try. A dealer that finds two keys with
-    one tag gains nothing: the holder and the server both judge with the key the holder derives."""
-    return _tag(_subkeys(key)[1], sealed, seed_hash=seed_hash, key_hash=key_hash, session=session, round=round, epoch=epoch, view=view)
-
-
-def open_shares(key: bytes, sealed: Sealed) -> bytes:
-    """The plaintext of an envelope under ``key`` (CTR: always as long as the envelope; whether
-    it is what the dealer sealed is the tag's and the commitments' question)."""
-    return _ctr(_subkeys(key)[0], sealed.data)
+def open_shares(key: bytes, sealed: Sealed, *, seed_hash: bytes, key_hash: bytes, session: bytes, round: int, epoch: int,
+                view: bytes) -> bytes | None:
+    """The shares in an envelope :func:`seal_shares` sealed under ``key`` with these commitments,
+    or None where its tag does not hold (another key, commitments, view or pair, or altered)."""
+    aad = _aad(sealed.owner, sealed.holder, seed_hash, key_hash, session=session, round=round, epoch=epoch, view=view)
+    try:
+        return AESGCM(key).decrypt(_ZERO_NONCE, sealed.data, aad)
+    except InvalidTag:
+        return None
 
 
 def self_mask_key(seed: bytes, *, session: bytes, round: int, epoch: int, sum_index: int) -> bytes:

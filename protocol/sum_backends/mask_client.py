@@ -12,13 +12,11 @@ Per round (one key epoch; a re-key starts another, among fewer participants):
                   receives them once) verify the neighbours'; derive pair keys; Shamir-share
                   b and the mask private key among the neighbours (threshold t); commit to each
                   share and seal each pair of shares to its holder under a key of that direction
-                  (AES-CTR), with a tag over the view, the envelope and the commitments
-                  (encrypt-then-MAC, keyring.seal_shares).
+                  (AES-GCM, its AAD the view, the pair and the commitments: keyring.seal_shares).
 Per sum s (any number per epoch, each with its own PRG streams):
   3. INPUT        (first sum: open the shares, check them against the dealers' commitments;
-                  complain, with the envelope's key, about an envelope whose tag holds but
-                  whose shares do not: the server excludes the dealer or the complainer,
-                  whichever lied)
+                  complain, with the envelope's key, about an envelope that opens but does not
+                  hold them: the server excludes the dealer or the complainer, whichever lied)
                   with distributed DP (SumSpec.noise): x clipped, Skellam noise added (noise.py)
                   y = encode(x) + PRG(K_self,s) + sum over live neighbours v of +-PRG(k_uv,s)
                   [+ if u < v, - if u > v], k_uv,s = HKDF(K_uv, s) the pair seed of this sum
@@ -57,7 +55,6 @@ been unmasked is never masked again (roles.py).
 from __future__ import annotations
 
 import bisect
-import hmac
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,7 +72,6 @@ from secure_fedgraph.protocol.sum_backends.config import Backend, GraphKind, Mas
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
     envelope_key,
-    envelope_tag,
     graph_commitment,
     keys_hash,
     open_shares,
@@ -296,8 +292,7 @@ class MaskClient(ClientRole):
     # --- 2. share keys ---------------------------------------------------------------------
     def _on_share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:
         ep = self._current(request)
-        if ep.graph is not None:
-            raise self._fail("keys were already shared in this key epoch")
+        self._deal_once(ep)
         ids = [peer.client for peer in request.peers]
         if any(a >= b for a, b in zip(ids, ids[1:])):
             raise self._fail("the relayed keys must be one entry per member, in id order")
@@ -327,58 +322,66 @@ class MaskClient(ClientRole):
             seed_share, key_share = seed_shares[v + 1], key_shares[v + 1]
             seed_hash = share_commitment(seed_share, kind="seed", **lab, owner=self.client_id, holder=v)
             key_hash = share_commitment(key_share, kind="mask_key", **lab, owner=self.client_id, holder=v)
-            key = envelope_key(ep.sealing[v], **lab, owner=self.client_id, holder=v)
-            envelope, tag = seal_shares(key, seed_share + key_share, seed_hash=seed_hash, key_hash=key_hash, **lab, view=ep.view,
-                                        owner=self.client_id, holder=v)
-            dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash, tag)))
+            envelope = seal_shares(envelope_key(ep.sealing[v], **lab, owner=self.client_id, holder=v), seed_share + key_share,
+                                   seed_hash=seed_hash, key_hash=key_hash, **lab, view=ep.view, owner=self.client_id, holder=v)
+            dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash)))
         return ShareKeysResponse(self._header(request), DealtShares.of(dealt))
+
+    def _deal_once(self, ep: _Epoch) -> None:
+        """Shares are dealt once per key epoch. Each direction's envelope key seals one envelope,
+        its counter from zero (keyring.envelope_key): a second dealing would seal new shares under
+        the same keystream, and a server holding both envelopes to a holder would have the XOR
+        of the two share sets."""
+        if ep.graph is not None:
+            raise self._fail("keys were already shared in this key epoch")
 
     # --- 3. masked input -------------------------------------------------------------------
     def _open_shares(self, ep: _Epoch, request: InputRequest) -> tuple[Complaint, ...]:
         """Open the envelopes dealt to this client (first sum of the epoch). One that does not hold
         the shares its dealer committed to is set aside, never revealed (so the dealer cannot have
-        the server blame this client), and, where its tag shows the dealer wrote it under the key
-        this client derives, complained about with that key: the server then sees who lied
-        (threat_model.md M-LIAR). Nothing a dealer seals makes this client leave the run."""
+        the server blame this client), and, where it opened under the key this client derives,
+        complained about with that key: the server then sees who lied (threat_model.md M-LIAR).
+        Nothing a dealer seals makes this client leave the run."""
         if ep.shares_opened:
             if request.dealt.records:
                 raise self._fail("shares arrived again after the first sum of the epoch")
             return ()
-        complaints = []
+        complaints, lab = [], self._labels(ep)
         for sealed, committed in request.dealt.pairs():  # each envelope with its dealer's commitments (DealtShares)
             owner = sealed.owner
             if sealed.holder != self.client_id or owner not in ep.peers or owner in ep.held or owner in ep.bad_dealers:
                 raise self._fail(f"unexpected share envelope from client {owner} to {sealed.holder}")
-            key = envelope_key(ep.sealing[owner], **self._labels(ep), owner=owner, holder=self.client_id)
-            shares = self._opened(ep, key, sealed, committed)
+            key = envelope_key(ep.sealing[owner], **lab, owner=owner, holder=self.client_id)
+            payload = open_shares(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **lab, view=ep.view)
+            shares = self._opened(ep, committed, payload)
             if shares is not None:
                 ep.held[owner] = shares
                 continue
             ep.bad_dealers.add(owner)  # revealing these would make the server blame us: withhold them
-            if self._tagged_by_dealer(ep, key, sealed, committed):
+            if self._sealed_by_dealer(payload):
                 complaints.append(Complaint(owner, key))
         ep.shares_opened = True
         return tuple(complaints)
 
-    def _opened(self, ep: _Epoch, key: bytes, sealed, committed: ShareCommitment) -> tuple[bytes, bytes] | None:
-        """The (seed, mask-key) shares in an envelope, or None if its tag fails (altered in
-        transit, or written under another key) or it holds other shares than its dealer
-        committed to."""
-        if not self._tagged_by_dealer(ep, key, sealed, committed):
+    def _opened(self, ep: _Epoch, committed: ShareCommitment, payload: bytes | None) -> tuple[bytes, bytes] | None:
+        """The (seed, mask-key) shares of an opened envelope, or None if it did not open (altered
+        in transit, or sealed under another key) or holds other shares than its dealer committed
+        to."""
+        if payload is None:
             return None
-        payload = open_shares(key, sealed)
         seed_share, key_share = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
         return (seed_share, key_share) if self._dealt_as_committed(ep, committed, seed_share, key_share) else None
 
-    def _tagged_by_dealer(self, ep: _Epoch, key: bytes, sealed, committed: ShareCommitment) -> bool:
-        """Whether the record's tag holds under the key this client derives for the envelope:
-        only the dealer (or this client) could write it, so a complaint, which reveals that key,
-        shows what the dealer sealed and nothing else. An envelope or commitment the server
-        altered in transit fails it, so the server cannot make this client reveal a key that
-        would open the dealer's real envelope; a dealer tagging under another key fails it too,
-        so it cannot have this client complain with a key the server would refuse."""
-        tag = envelope_tag(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **self._labels(ep), view=ep.view)
-        return hmac.compare_digest(tag, committed.tag)
+    @staticmethod
+    def _sealed_by_dealer(payload: bytes | None) -> bool:
+        """Whether the envelope opened under the key this client derives (its tag held, AAD and
+        commitments included): only the dealer (or this client) could seal it, so a complaint,
+        which reveals that key, shows what the dealer sealed and nothing else. An envelope or
+        commitment the server altered in transit does not open, so the server cannot make this
+        client reveal a key that would open the dealer's real envelope; nor does one a dealer
+        sealed under another key, so it cannot have this client complain with a key the server
+        would refuse."""
+        return payload is not None
 
     def _dealt_as_committed(self, ep: _Epoch, committed: ShareCommitment, seed_share: bytes, key_share: bytes) -> bool:
         """Whether the shares a dealer sealed to us are the ones it committed to (threat_model.md

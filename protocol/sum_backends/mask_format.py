@@ -10,8 +10,8 @@ from secure_fedgraph.crypto import shamir
 __all__ = ["COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES", "SEALED_SHARES_BYTES", "clipped_count_is_possible"]
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES  # a holder's share of the mask key and of the self-mask key
-SEALED_BYTES = SEALED_SHARES_BYTES  # AES-256-CTR under a key used once (keyring.seal_shares): no nonce; the tag is a field of its own
-COMMITTED_FIELDS = (16, 16, 16)  # seed-share commitment, mask-key-share commitment, the dealer's tag (keyring: 128 bits each)
+SEALED_BYTES = SEALED_SHARES_BYTES + 16  # AES-256-GCM under a key that seals one envelope (keyring.seal_shares): no nonce, the tag
+COMMITTED_FIELDS = (16, 16)  # seed-share commitment, mask-key-share commitment (keyring.share_commitment: 128 bits each)
 COMMITTED_BYTES = sum(COMMITTED_FIELDS)
 DEALT_HEAD_BYTES = 4 + 4  # a dealt record's owner and holder (uint32 each)
 DEALT_RECORD_BYTES = DEALT_HEAD_BYTES + SEALED_BYTES + COMMITTED_BYTES  # the head, the envelope, its commitments

@@ -38,7 +38,6 @@ abandoned.
 from __future__ import annotations
 
 import bisect
-import hmac
 from collections import defaultdict
 
 import numpy as np
@@ -53,7 +52,6 @@ from secure_fedgraph.errors import DropoutError, ProtocolError, SumAbandoned
 from secure_fedgraph.protocol.sum_backends.config import Backend, GraphKind, MaskPlan
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
-    envelope_tag,
     graph_commitment,
     keys_hash,
     open_shares,
@@ -328,10 +326,10 @@ class MaskServer(ServerRole):
         """A holder complains that ``complaint.dealer``'s envelope does not hold the shares the
         dealer committed to, revealing the envelope's key: one of the two lied, and is excluded
         (threat_model.md M-LIAR). The server holds the envelope and commitments as the dealer sent
-        them to it. The dealer's tag must hold under the key, else the holder lied (it is not the
-        key the dealer wrote the record with); the envelope opened with it must not hold the
-        committed shares, else the holder lied; then the dealer lied. The key is that one
-        direction's: revealing it shows only what that dealer sealed to that holder."""
+        them to it. The envelope must open under the key, else the holder lied (it is not the key
+        the dealer sealed with); it must not hold the committed shares, else the holder lied; then
+        the dealer lied. The key is that one direction's: revealing it shows only what that dealer
+        sealed to that holder."""
         dealer = complaint.dealer
         if not self._key_committed(complaint.key, sealed, committed):
             self._exclude(holder, f"complained about client {dealer}'s envelope with a key {dealer} did not commit to")
@@ -340,13 +338,14 @@ class MaskServer(ServerRole):
         else:
             self._exclude(dealer, f"sealed an envelope for client {holder} that does not hold the shares it committed to")
 
+    def _opened(self, key: bytes, sealed: Sealed, committed: ShareCommitment) -> bytes | None:
+        return open_shares(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **self._labels(), view=self._view)
+
     def _key_committed(self, key: bytes, sealed: Sealed, committed: ShareCommitment) -> bool:
-        tag = envelope_tag(key, sealed, seed_hash=committed.seed_hash, key_hash=committed.key_hash, **self._labels(), view=self._view)
-        return hmac.compare_digest(tag, committed.tag)
+        return self._opened(key, sealed, committed) is not None
 
     def _holds_committed_shares(self, key: bytes, dealer: int, holder: int, sealed: Sealed, committed: ShareCommitment) -> bool:
-        lab = self._labels()
-        payload = open_shares(key, sealed)
+        lab, payload = self._labels(), self._opened(key, sealed, committed) or b""
         seed, mask_key = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
         return (committed.seed_hash, committed.key_hash) == (
             share_commitment(seed, kind="seed", **lab, owner=dealer, holder=holder),

@@ -54,8 +54,7 @@ class SignedKeys:
 
 @dataclass(frozen=True)
 class Sealed:
-    """An envelope from ``owner`` to ``holder``, relayed by the server: AES-GCM for ckks's keys,
-    AES-CTR for mask shares, whose tag travels in their :class:`ShareCommitment`."""
+    """An AES-GCM envelope from ``owner`` to ``holder``, relayed by the server."""
 
     owner: int
     holder: int
@@ -78,20 +77,18 @@ class Signature:
 
 @dataclass(frozen=True)
 class ShareCommitment:
-    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``, and
-    its tag over them and the envelope (keyring.envelope_tag, under the envelope's key): what
-    makes a holder's complaint about the envelope checkable by the server once it reveals the
-    key (threat_model.md M-LIAR)."""
+    """The dealer's (owner's) commitments to the two Shamir shares it sealed to ``holder``. The
+    envelope's tag covers them (keyring.seal_shares): what makes a holder's complaint about the
+    envelope checkable by the server once it reveals the key (threat_model.md M-LIAR)."""
 
     owner: int
     holder: int
     seed_hash: bytes
     key_hash: bytes
-    tag: bytes = b""
 
 
 _DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder: DEALT_HEAD_BYTES
-_DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash, tag
+_DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash
 _HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES
 
 
@@ -99,8 +96,8 @@ _HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES
 class DealtShares:
     """Share envelopes with their dealers' commitments (:class:`Sealed` and
     :class:`ShareCommitment` of one owner and holder), as fixed-size records in one bytes value:
-    owner and holder (big-endian uint32), the envelope, the two share commitments and the tag
-    (mask_format.DEALT_RECORD_BYTES each: 128).
+    owner and holder (big-endian uint32), the envelope (its GCM tag included) and the two share
+    commitments (mask_format.DEALT_RECORD_BYTES each: 128).
 
     Why records and not repeated messages: a key set-up relays k envelopes per client, 242,000 at
     n = 1,000, and each went through protobuf sub-messages and Python objects four times (dealer,
@@ -117,7 +114,7 @@ class DealtShares:
     @staticmethod
     def record(sealed: Sealed, committed: ShareCommitment) -> bytes:
         """One envelope and its commitments as a record; ConfigError if they do not fit it."""
-        fields = (sealed.data, committed.seed_hash, committed.key_hash, committed.tag)
+        fields = (sealed.data, committed.seed_hash, committed.key_hash)
         if (sealed.owner, sealed.holder) != (committed.owner, committed.holder) or tuple(map(len, fields)) != _DEALT_FIELDS:
             raise ConfigError(f"envelope {sealed.owner}->{sealed.holder} and its commitments do not fit a dealt record")
         try:
@@ -140,20 +137,19 @@ class DealtShares:
     def pairs(self) -> tuple[tuple[Sealed, ShareCommitment], ...]:
         """Each record as (envelope, commitments), in order."""
         out, r = [], self.records
-        s, k = COMMITTED_FIELDS[0], COMMITTED_FIELDS[0] + COMMITTED_FIELDS[1]
+        s = COMMITTED_FIELDS[0]
         for at in range(0, len(r), DEALT_RECORD_BYTES):
             owner, holder = _DEALT_HEAD.unpack_from(r, at)
             h = at + _HASHES_AT
-            out.append((Sealed(owner, holder, r[at + DEALT_HEAD_BYTES : h]),
-                        ShareCommitment(owner, holder, r[h : h + s], r[h + s : h + k], r[h + k : h + COMMITTED_BYTES])))
+            out.append((Sealed(owner, holder, r[at + DEALT_HEAD_BYTES : h]), ShareCommitment(owner, holder, r[h : h + s], r[h + s : h + COMMITTED_BYTES])))
         return tuple(out)
 
 
 @dataclass(frozen=True)
 class Complaint:
     """A holder's complaint that ``dealer``'s envelope to it does not hold the shares it committed
-    to: the envelope's key (that direction's only), under which the dealer's tag holds, so the
-    server can check the tag, open the envelope and see."""
+    to: the envelope's key (that direction's only), under which it opens, so the server can open
+    it and see."""
 
     dealer: int
     key: bytes
@@ -246,7 +242,7 @@ class InputResponse:
     payload: np.ndarray | None  # plain: float vector; mask: ring vector
     ciphertexts: tuple[bytes, ...]  # ckks
     self_mask_commitment: bytes = b""  # mask, full protocol: commitment to the self-mask key of this sum
-    complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: tagged envelopes that did not hold the committed shares
+    complaints: tuple[Complaint, ...] = ()  # mask, first sum of a key epoch: envelopes that opened but did not hold the committed shares
     pair_seed_root: bytes = b""  # mask, full protocol: Merkle root over this sum's pair seeds with the live neighbours
 
 

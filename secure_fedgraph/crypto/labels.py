@@ -37,12 +37,11 @@ class Purpose(enum.Enum):
     SESSION = "session"  # hash: a session id, from the server's proposal, its Welcome and every client's nonce
     WELCOME = "welcome"  # hash: what a Welcome announces (configuration, participants, certificates)
     KEYS = "keys"  # hash: the signed round keys of a key epoch's members, in the view digest
-    ENVELOPE = "envelope"  # MAC: a dealer's tag over one share envelope and its commitments
+    ENVELOPE = "envelope"  # AAD of one share envelope: the dealer's view, the pair (then the dealer's share commitments)
     ENVELOPE_KEY = "envelope-key"  # HKDF-Expand: the key of one direction's share envelope, from the pair key
     CKKS_CONTRIBUTORS = "ckks-contributors"  # signed: a ckks contributor's statement of (sum, its name, contributor set)
     PAIR_SEED = "pair-seed"  # HKDF: PRG key of one client pair's mask in one sum, from their pair key
     PAIR_SEED_COMMITMENT = "pair-seed-commitment"  # hash: a leaf of a client's Merkle commitment to its pair seeds of one sum
-    SHARE_ENVELOPE_SUBKEYS = "share-envelope-subkeys"  # HKDF-Expand: a share envelope's cipher and MAC keys, from its key
 
 
 _INT_TAG = b"i\x00\x00\x00\x08"

@@ -100,7 +100,6 @@ def test_purpose_strings_are_pinned() -> None:
         "CKKS_CONTRIBUTORS": "ckks-contributors",
         "PAIR_SEED": "pair-seed",
         "PAIR_SEED_COMMITMENT": "pair-seed-commitment",
-        "SHARE_ENVELOPE_SUBKEYS": "share-envelope-subkeys",
     }
 
 

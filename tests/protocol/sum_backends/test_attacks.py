@@ -691,8 +691,8 @@ def test_attack_a_garbage_upload_is_caught_before_it_is_released(monkeypatch):
 
 
 def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
-    """Client 4 commits to one share for holder 1 and seals it another (tagging what it sends, as
-    a liar would), then drops: when 1 reveals what it holds, the server would see a share that
+    """Client 4 commits to one share for holder 1 and seals it another (sealing what it commits
+    to, as a liar would), then drops: when 1 reveals what it holds, the server would see a share that
     fails 4's commitment and blame 1. Holders check what they were dealt against the commitments
     and withhold mismatches."""
 
@@ -702,7 +702,7 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
         def hook(direction, stage, client, data):
             if (direction, stage, client) == ("up", Stage.SHARE_KEYS, 4):
                 other = lambda c: dataclasses.replace(c, key_hash=bytes(len(c.key_hash))) if c.holder == 1 else c  # noqa: E731
-                return codec.encode(_tagged_as(held["session"].clients[4], codec.decode(data), commit=other))
+                return codec.encode(_resealed(held["session"].clients[4], codec.decode(data), commit=other))
             return data
 
         session = held["session"] = local_session(MASK, range(7), intercept=hook)
@@ -720,18 +720,23 @@ def test_attack_a_dealer_framing_an_honest_holder(monkeypatch):
 # --- F4/F5. one malicious client must not end the round for everyone (M-LIAR) -----------------
 
 
-def _tagged_as(role, response, change=lambda e: e.data, commit=lambda c: c, key_for=lambda holder, key: key) -> object:
-    """A dealer's ShareKeysResponse with each envelope's data replaced by ``change(envelope)`` and
-    its commitments by ``commit(commitments)``, every record tagged again by the dealer itself (a
-    malicious dealer tags what it sends), under ``key_for(holder, the envelope's key)``."""
+def _resealed(role, response, change=lambda shares: shares, commit=lambda c: c, key_for=lambda holder, key: key, only=None) -> object:
+    """A dealer's ShareKeysResponse with each envelope's shares replaced by ``change(shares)`` and
+    its commitments by ``commit(commitments)``, every envelope sealed again by the dealer itself
+    (a malicious dealer seals what it sends), under ``key_for(holder, the envelope's key)``;
+    ``only``: the holder whose envelope changes (default: every one)."""
     ep = role._epoch
-    lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch}
+    lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch, "view": ep.view}
     pairs = []
     for e, c in response.dealt.pairs():
-        e, c = dataclasses.replace(e, data=change(e)), commit(c)
-        key = key_for(e.holder, keyring.envelope_key(ep.sealing[e.holder], **lab, owner=e.owner, holder=e.holder))
-        tag = keyring.envelope_tag(key, e, seed_hash=c.seed_hash, key_hash=c.key_hash, **lab, view=ep.view)
-        pairs.append((e, dataclasses.replace(c, tag=tag)))
+        key = keyring.envelope_key(ep.sealing[e.holder], **{k: v for k, v in lab.items() if k != "view"}, owner=e.owner, holder=e.holder)
+        shares = keyring.open_shares(key, e, seed_hash=c.seed_hash, key_hash=c.key_hash, **lab)
+        if only is not None and e.holder != only:
+            pairs.append((e, c))
+            continue
+        c = commit(c)
+        pairs.append((keyring.seal_shares(key_for(e.holder, key), change(shares), seed_hash=c.seed_hash, key_hash=c.key_hash, **lab,
+                                          owner=e.owner, holder=e.holder), c))
     return dataclasses.replace(response, dealt=DealtShares.of(pairs))
 
 
@@ -760,14 +765,15 @@ def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], objec
 
 
 def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(monkeypatch):
-    """F4. Client 4 seals random bytes to every neighbour (tagging them, as a liar would): before,
+    """F4. Client 4 seals random bytes to every neighbour (under the keys they share, as a liar
+    would, so the envelopes open): before,
     every honest holder that found no committed shares in its envelope raised and left the run (6
     of 6 gone, no aggregate). Now each complains with the envelope's key, the server opens the
     envelope and sees garbage, excludes 4, re-keys, and the sum is delivered over the six honest
     clients."""
 
     def garbage(identity, role, response):
-        return _tagged_as(role, response, lambda e: os.urandom(len(e.data)))
+        return _resealed(role, response, lambda shares: os.urandom(len(shares)))
 
     def attack() -> bool:
         delivered, excluded, session = _one_liar_runs(4, garbage)
@@ -778,10 +784,10 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
 
     real = MaskClient._opened
 
-    def raising(self, ep, key, sealed, committed):  # the holder of before: an envelope without its shares ends its run
-        shares = real(self, ep, key, sealed, committed)
+    def raising(self, ep, committed, payload):  # the holder of before: an envelope without its shares ends its run
+        shares = real(self, ep, committed, payload)
         if shares is None:
-            raise ProtocolError(f"the envelope from client {sealed.owner} does not hold the shares it committed to")
+            raise ProtocolError(f"the envelope from client {committed.owner} does not hold the shares it committed to")
         return shares
 
     defence_stops(attack, monkeypatch, MaskClient, "_opened", raising)
@@ -790,15 +796,15 @@ def test_attack_a_dealer_sealing_garbage_envelopes_costs_the_dealer_not_the_sum(
 @pytest.mark.parametrize("half", ["seed", "mask key"])
 def test_attack_a_dealer_sealing_one_wrong_half_of_a_share_costs_the_dealer(monkeypatch, half):
     """Client 4 seals a share envelope that holds the right share of one secret but a wrong share
-    of the other (committing to the right ones, tagging it all): a holder that kept it would
+    of the other (committing to the right ones, sealing it all): a holder that kept it would
     reveal the wrong share at RECOVER or UNMASK and be blamed for the dealer's lie. Each holder
     checks both halves against the dealer's commitments, complains, and the dealer alone is
     excluded; the sum is delivered over the honest clients. Without the check of that half, the
     holders keep the share and the liar stays in."""
     offset = 0 if half == "seed" else shamir.SHARE_BYTES
 
-    def wrong_half(identity, role, response):  # CTR: a bit flipped in the envelope is that bit of the share flipped
-        return _tagged_as(role, response, lambda e: e.data[:offset] + bytes([e.data[offset] ^ 1]) + e.data[offset + 1:])
+    def wrong_half(identity, role, response):
+        return _resealed(role, response, lambda shares: shares[:offset] + bytes([shares[offset] ^ 1]) + shares[offset + 1:])
 
     def attack() -> bool:
         delivered, excluded, _ = _one_liar_runs(4, wrong_half)
@@ -900,27 +906,65 @@ def test_attack_a_holder_complaining_about_an_honest_dealer_is_the_one_excluded(
 
 
 def test_attack_a_dealer_committing_to_another_envelope_key_to_frame_a_complaining_holder(monkeypatch):
-    """Client 4 seals garbage to client 1 and tags it under a key other than the one they share:
-    were 1 to complain, the key it reveals would not give 4's tag and the server would exclude 1.
-    A holder complains only when the dealer's tag holds under the key it derives; else it sets
+    """Client 4 seals garbage to client 1 under a key other than the one they share: were 1 to
+    complain, the key it reveals would not open 4's envelope and the server would exclude 1. A
+    holder complains only about an envelope that opens under the key it derives; else it sets
     the envelope aside and stays in the run."""
     holder, dealer = 1, 4
 
     def lie(identity, role, response):
-        return _tagged_as(role, response, lambda e: os.urandom(len(e.data)) if e.holder == holder else e.data,
-                          key_for=lambda h, key: os.urandom(32) if h == holder else key)
+        return _resealed(role, response, lambda shares: os.urandom(len(shares)), key_for=lambda h, key: os.urandom(32), only=holder)
 
     def attack() -> bool:
         _, excluded, _ = _one_liar_runs(dealer, lie)
         return holder in excluded
 
-    defence_stops(attack, monkeypatch, MaskClient, "_tagged_by_dealer", lambda self, ep, key, sealed, committed: True)
+    defence_stops(attack, monkeypatch, MaskClient, "_sealed_by_dealer", staticmethod(lambda payload: True))
+
+
+def test_attack_a_server_asking_a_dealer_for_its_shares_twice_in_one_key_epoch(monkeypatch):
+    """The server sends client 0's SHARE_KEYS request again in the same key epoch. Each
+    direction's envelope key seals one envelope with a nonce of zero: a second dealing
+    would seal new shares under the same keystream, and the two envelopes to one holder would XOR
+    to the XOR of the two share sets. The client refuses the second request."""
+    n, dealer = 5, 0
+
+    def attack() -> bool:
+        seen: dict = {}
+
+        def hook(direction, stage, client, data):
+            if (direction, stage, client) == ("down", Stage.SHARE_KEYS, dealer):
+                seen["request"] = codec.decode(data)
+            if (direction, stage, client) == ("up", Stage.SHARE_KEYS, dealer) and "again" not in seen:
+                seen["first"] = codec.decode(data).dealt.pairs()
+                seen["again"] = session.clients[dealer]._on_share_keys(seen["request"]).dealt.pairs()
+            return data
+
+        session = local_session(MASK, range(n), intercept=hook)
+        try:
+            session.start_round()
+        except SecureFedGraphError:
+            pass
+        if "again" not in seen:
+            return False
+        (e1, _), (e2, _) = seen["first"][0], seen["again"][0]
+        ep, header = session.clients[dealer]._epoch, seen["request"].header
+        lab = {"session": header.session, "round": header.round, "epoch": ep.epoch}
+        key = keyring.envelope_key(ep.sealing[e1.holder], **lab, owner=dealer, holder=e1.holder)
+        lab["view"] = ep.view
+        (_, c1), (_, c2) = seen["first"][0], seen["again"][0]
+        s1 = keyring.open_shares(key, e1, seed_hash=c1.seed_hash, key_hash=c1.key_hash, **lab)
+        s2 = keyring.open_shares(key, e2, seed_hash=c2.seed_hash, key_hash=c2.key_hash, **lab)
+        xor = lambda a, b: bytes(x ^ y for x, y in zip(a, b))  # noqa: E731
+        return s1 != s2 and xor(e1.data[:72], e2.data[:72]) == xor(s1, s2)  # one keystream: the server has the XOR of two share sets
+
+    defence_stops(attack, monkeypatch, MaskClient, "_deal_once", lambda self, ep: None)
 
 
 def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_its_key(monkeypatch):
     """The server alters client 4's envelope to client 1 in transit: were 1 to complain, the key
     it reveals would open 4's real envelope, and the server would hold 1's shares of 4's secrets.
-    The altered envelope does not give 4's tag, so 1 sets it aside without complaining."""
+    The altered envelope does not open under the key, so 1 sets it aside without complaining."""
     n, holder, dealer = 7, 1, 4
     inputs = make_inputs(range(n), shapes=SHAPE)
 
@@ -933,7 +977,7 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
                 pairs = []
                 for e, c in request.dealt.pairs():
                     if e.owner == dealer and "envelope" not in kept:
-                        kept.update(envelope=e, commitments=c, labels=session.server._labels())
+                        kept.update(envelope=e, commitments=c, labels=session.server._labels(), view=session.server._view)
                         e = dataclasses.replace(e, data=e.data[:-1] + bytes([e.data[-1] ^ 1]))
                     pairs.append((e, c))
                 return codec.encode(dataclasses.replace(request, dealt=DealtShares.of(pairs)))
@@ -950,13 +994,16 @@ def test_attack_a_server_altering_an_envelope_to_make_an_honest_holder_reveal_it
         keys = [c.key for c in complaints if c.dealer == dealer]
         if not keys:
             return False
-        opened = keyring.open_shares(keys[0], kept["envelope"])  # the server holds client 1's shares of client 4's seed and mask key
+        c = kept["commitments"]  # the server holds client 1's shares of client 4's seed and mask key:
+        opened = keyring.open_shares(keys[0], kept["envelope"], seed_hash=c.seed_hash, key_hash=c.key_hash, **kept["labels"], view=kept["view"])
+        if opened is None:
+            return False
         seed, mask_key = opened[:shamir.SHARE_BYTES], opened[shamir.SHARE_BYTES:]
         lab = {**kept["labels"], "owner": dealer, "holder": holder}
         return (keyring.share_commitment(seed, kind="seed", **lab), keyring.share_commitment(mask_key, kind="mask_key", **lab)) == (
             kept["commitments"].seed_hash, kept["commitments"].key_hash)
 
-    defence_stops(attack, monkeypatch, MaskClient, "_tagged_by_dealer", lambda self, ep, key, sealed, committed: True)
+    defence_stops(attack, monkeypatch, MaskClient, "_sealed_by_dealer", staticmethod(lambda payload: True))
 
 
 # --- E. ckks: the decryption oracle, and releases (C-CHECK, C-RELEASE, C-LIAR) ------------------

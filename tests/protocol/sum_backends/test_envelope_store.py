@@ -14,7 +14,7 @@ from secure_fedgraph.protocol.sum_backends.messages import DealtShares, Sealed, 
 
 def _deal(store: EnvelopeStore, owner: int, holders: list[int]) -> dict[int, tuple[Sealed, ShareCommitment]]:
     sealed = [Sealed(owner, h, os.urandom(SEALED_BYTES)) for h in holders]
-    committed = {(owner, h): ShareCommitment(owner, h, os.urandom(16), os.urandom(16), os.urandom(16)) for h in holders}
+    committed = {(owner, h): ShareCommitment(owner, h, os.urandom(16), os.urandom(16)) for h in holders}
     store.deal(owner, DealtShares.of((s, committed[(owner, s.holder)]) for s in sealed))
     return {s.holder: (s, committed[(owner, s.holder)]) for s in sealed}
 

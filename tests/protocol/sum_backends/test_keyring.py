@@ -14,11 +14,9 @@ from secure_fedgraph.crypto.keys import IdentityKey, RoundKeys
 from secure_fedgraph.crypto.labels import Purpose
 from secure_fedgraph.errors import ProtocolError
 from secure_fedgraph.protocol.sum_backends import keyring
-from secure_fedgraph.protocol.sum_backends.messages import Sealed
 from secure_fedgraph.protocol.sum_backends.keyring import (
     consistency_statement,
     envelope_key,
-    envelope_tag,
     graph_commitment,
     keys_hash,
     open_from,
@@ -122,23 +120,14 @@ def test_an_envelope_opens_only_where_it_was_sealed(change):
         open_from(key, moved, **{**ENVELOPE, **label})
 
 
-def _tag_of(key: bytes):
-    def tag(*, owner: int, holder: int, sealed: bytes, **fields) -> bytes:
-        return envelope_tag(key, Sealed(owner, holder, sealed), **fields)
-    return tag
-
-
 def test_every_statement_and_commitment_changes_with_each_of_its_fields():
     """Each argument of each statement, digest and commitment changes its value: two clients (or
     a client and the server) that differ in any of them cannot be shown the same bytes."""
     key, seed = os.urandom(32), os.urandom(32)
-    envelope = {**LAB, "view": b"v" * 32, "owner": 1, "holder": 2, "sealed": b"e", "seed_hash": b"a" * 16, "key_hash": b"b" * 16}
     consistency = {**LAB, "view": b"v" * 32, "sum_index": 0, "live": (1, 2, 3), "survivors": (1, 2)}
     view = {**LAB, "participants": (1, 2, 3), "members": (1, 2), "keys": (b"k" * 32, b"l" * 32), "commitments": (b"c",), "nonces": (b"n",)}
     pair = {**LAB, "owner": 1, "holder": 2}
     cases = {
-        "envelope tag": (_tag_of(key), envelope, {"view": b"w" * 32, "owner": 3, "holder": 3, "sealed": b"f", "seed_hash": b"x" * 16,
-                                                  "key_hash": b"x" * 16}),
         "consistency statement": (consistency_statement, consistency, {"view": b"w" * 32, "sum_index": 1, "live": (1, 2, 4), "survivors": (1, 3)}),
         "view digest": (view_digest, view, {"participants": (1, 2, 4), "members": (1, 3), "keys": (b"k" * 32, b"m" * 32), "commitments": (b"d",),
                                             "nonces": (b"o",)}),
@@ -157,8 +146,6 @@ def test_every_statement_and_commitment_changes_with_each_of_its_fields():
         variants += [make(**{**base, **other}) for other in OTHER_LAB]
         assert _distinct([make(**base), *variants]), name
     assert _distinct([share_commitment(b"share", **pair, kind="seed"), share_commitment(b"other", **pair, kind="seed")])
-    assert _distinct([envelope_tag(key, Sealed(1, 2, b"e"), **{k: v for k, v in envelope.items() if k not in ("owner", "holder", "sealed")}),
-                      envelope_tag(seed, Sealed(1, 2, b"e"), **{k: v for k, v in envelope.items() if k not in ("owner", "holder", "sealed")})])
     assert _distinct([envelope_key(key, **pair), envelope_key(seed, **pair)])  # it comes from the pair key
     assert _distinct([seed_commitment(seed, **LAB, client=1), seed_commitment(bytes(32), **LAB, client=1)])  # it commits to the seed
     assert pair_seed(key, **LAB, sum_index=0, a=1, b=2) == pair_seed(key, **LAB, sum_index=0, a=2, b=1)  # both ends derive it
@@ -177,55 +164,54 @@ def test_a_keys_hash_covers_every_key_and_the_client():
     assert keys_hash(advert) == keys_hash(dataclasses.replace(advert, signature=b"other"))  # the signature is not a key
 
 
-# --- share envelopes: encrypt-then-MAC records (keyring.seal_shares) ----------------------------
+# --- share envelopes (keyring.seal_shares) ------------------------------------------------------
 
 
-def test_envelope_keys_are_rfc_5869_expand_of_the_pair_key():
-    """The envelope key and its two subkeys are HKDF-Expand (RFC 5869) as `cryptography` computes
-    it, written with OpenSSL's HMAC directly for speed: the same bytes."""
+def test_the_envelope_key_is_rfc_5869_expand_of_the_pair_key():
+    """The envelope key is HKDF-Expand (RFC 5869) as `cryptography` computes it, written with
+    OpenSSL's HMAC directly for speed: the same bytes."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
     from secure_fedgraph.crypto.labels import label
 
     pair = os.urandom(32)
-    key = envelope_key(pair, **LAB, owner=1, holder=2)
-    assert key == HKDFExpand(hashes.SHA256(), 32, label(Purpose.ENVELOPE_KEY, *LAB.values(), 1, 2)).derive(pair)
-    both = HKDFExpand(hashes.SHA512(), 64, label(Purpose.SHARE_ENVELOPE_SUBKEYS)).derive(key)
-    assert keyring._subkeys(key) == (both[:32], both[32:])
+    assert envelope_key(pair, **LAB, owner=1, holder=2) == HKDFExpand(hashes.SHA256(), 32, label(Purpose.ENVELOPE_KEY, *LAB.values(), 1, 2)).derive(pair)
+
+
+SHARES = {"seed_hash": b"a" * 16, "key_hash": b"b" * 16, **LAB, "view": b"v" * 32}
 
 
 def test_each_direction_of_a_pair_seals_under_its_own_key():
-    """Both clients of a pair hold one pair key, and each seals shares to the other with a
-    counter that starts at zero: the envelope key names the direction, so the two envelopes never
-    share a keystream (which would give the XOR of the two clients' shares to anyone holding both),
-    and a complaint about one reveals nothing of the other."""
+    """Both clients of a pair hold one pair key, and each seals shares to the other with a nonce
+    of zero: the envelope key names the direction, so the two envelopes never share a keystream
+    (which would give the XOR of the two clients' shares to anyone holding both), and a complaint
+    about one reveals nothing of the other."""
     pair, shares = os.urandom(32), os.urandom(72)
-    fields = {"seed_hash": b"a" * 16, "key_hash": b"b" * 16, **LAB, "view": b"v" * 32}
     forward = envelope_key(pair, **LAB, owner=1, holder=2)
     backward = envelope_key(pair, **LAB, owner=2, holder=1)
     assert forward != backward
-    there, _ = seal_shares(forward, shares, **fields, owner=1, holder=2)
-    back, _ = seal_shares(backward, shares, **fields, owner=2, holder=1)
-    assert there.data != back.data and open_shares(forward, there) == shares == open_shares(backward, back)
-    assert open_shares(forward, back) != shares
+    there = seal_shares(forward, shares, **SHARES, owner=1, holder=2)
+    back = seal_shares(backward, shares, **SHARES, owner=2, holder=1)
+    assert there.data[:72] != back.data[:72]
+    assert open_shares(forward, there, **SHARES) == shares == open_shares(backward, back, **SHARES)
+    assert open_shares(forward, dataclasses.replace(back, owner=1, holder=2), **SHARES) is None
 
 
-def test_a_share_envelope_opens_to_its_shares_and_its_tag_holds_only_as_sealed():
-    """seal_shares gives the envelope and the tag envelope_tag recomputes; any change to the
-    envelope, the commitments, the view, the pair or the key epoch, or another key, gives
-    another tag (so a holder and the server see whether a record is the one the dealer wrote)."""
+@pytest.mark.parametrize("change", [{"seed_hash": b"x" * 16}, {"key_hash": b"x" * 16}, {"view": b"w" * 32}, *OTHER_LAB, {"owner": 3},
+                                    {"holder": 3}, {"key": "another"}, {"data": "a bit flipped"}], ids=lambda d: next(iter(d)))
+def test_a_share_envelope_opens_only_as_it_was_sealed(change):
+    """An envelope is 72 bytes of shares and a 16-byte GCM tag, and opens under its key with the
+    commitments, view, pair and key epoch it was sealed with; any other, or any bit of it changed,
+    and it does not (so a holder and the server see whether a record is the one the dealer sealed)."""
     key, shares = os.urandom(32), os.urandom(72)
-    fields = {"seed_hash": b"a" * 16, "key_hash": b"b" * 16, **LAB, "view": b"v" * 32}
-    sealed, tag = seal_shares(key, shares, **fields, owner=1, holder=2)
-    assert len(sealed.data) == len(shares) and len(tag) == keyring.ENVELOPE_TAG_BYTES
-    assert open_shares(key, sealed) == shares and envelope_tag(key, sealed, **fields) == tag
-    flipped = dataclasses.replace(sealed, data=bytes([sealed.data[0] ^ 1]) + sealed.data[1:])
-    others = [envelope_tag(os.urandom(32), sealed, **fields), envelope_tag(key, flipped, **fields),
-              envelope_tag(key, dataclasses.replace(sealed, owner=3), **fields), envelope_tag(key, dataclasses.replace(sealed, holder=3), **fields)]
-    others += [envelope_tag(key, sealed, **{**fields, **change}) for change in
-               ({"seed_hash": b"x" * 16}, {"key_hash": b"x" * 16}, {"view": b"w" * 32}, *OTHER_LAB)]
-    assert tag not in others
+    sealed = seal_shares(key, shares, **SHARES, owner=1, holder=2)
+    assert len(sealed.data) == 72 + 16 and open_shares(key, sealed, **SHARES) == shares
+    fields = {k: v for k, v in change.items() if k in SHARES}
+    moved = dataclasses.replace(sealed, **{k: v for k, v in change.items() if k in ("owner", "holder")})
+    if "data" in change:
+        moved = dataclasses.replace(sealed, data=bytes([sealed.data[0] ^ 1]) + sealed.data[1:])
+    assert open_shares(os.urandom(32) if "key" in change else key, moved, **{**SHARES, **fields}) is None
 
 
 def test_share_commitments_are_128_bits():

@@ -33,7 +33,7 @@ SAMPLES = {
     m.Share: m.Share(3, b"v" * 66),
     m.Signature: m.Signature(5, b"z" * 64),
     m.Complaint: m.Complaint(3, b"q" * 32),
-    m.DealtShares: m.DealtShares.of([(m.Sealed(1, h, bytes([h % 251]) * SEALED_BYTES), m.ShareCommitment(1, h, b"s" * 16, b"k" * 16, b"g" * 16))
+    m.DealtShares: m.DealtShares.of([(m.Sealed(1, h, bytes([h % 251]) * SEALED_BYTES), m.ShareCommitment(1, h, b"s" * 16, b"k" * 16))
                                      for h in (2, 70_000)]),
     m.PairSeed: m.PairSeed(4, b"p" * 32, b"o" * 64),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
