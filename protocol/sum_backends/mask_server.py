@@ -345,7 +345,10 @@ class MaskServer(ServerRole):
         return self._opened(key, sealed, committed) is not None
 
     def _holds_committed_shares(self, key: bytes, dealer: int, holder: int, sealed: Sealed, committed: ShareCommitment) -> bool:
-        lab, payload = self._labels(), self._opened(key, sealed, committed) or b""
+        """Whether the envelope opens under ``key`` to the shares the dealer committed to."""
+        lab, payload = self._labels(), self._opened(key, sealed, committed)
+        if payload is None:
+            return False
         seed, mask_key = payload[: shamir.SHARE_BYTES], payload[shamir.SHARE_BYTES :]
         return (committed.seed_hash, committed.key_hash) == (
             share_commitment(seed, kind="seed", **lab, owner=dealer, holder=holder),
