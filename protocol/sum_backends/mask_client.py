@@ -329,7 +329,7 @@ class MaskClient(ClientRole):
 
     def _deal_once(self, ep: _Epoch) -> None:
         """Shares are dealt once per key epoch. Each direction's envelope key seals one envelope,
-        its counter from zero (keyring.envelope_key): a second dealing would seal new shares under
+        with a nonce of zero (keyring.seal_shares): a second dealing would seal new shares under
         the same keystream, and a server holding both envelopes to a holder would have the XOR
         of the two share sets."""
         if ep.graph is not None:
