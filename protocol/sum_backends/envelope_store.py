@@ -15,12 +15,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Collection
 
-from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_FIELDS, DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import COMMITMENTS_AT, COMMITTED_BYTES, DEALT_RECORD_BYTES, SHARE_COMMITMENT_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
 
-_HASH = COMMITTED_FIELDS[0]  # one share commitment: seed_hash, then key_hash
-_HASHES = 2 * _HASH
-_HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES  # where they start in a dealt record: after its head and the envelope
+_HASH = SHARE_COMMITMENT_BYTES  # one share commitment: seed_hash, then key_hash
+_HASHES = COMMITTED_BYTES
+_HASHES_AT = COMMITMENTS_AT
 
 
 class EnvelopeStore:

@@ -21,6 +21,7 @@ from secure_fedgraph.crypto.envelope import open_sealed, seal
 from secure_fedgraph.crypto.keys import IdentityKey, agree, derive_key, verify_signature
 from secure_fedgraph.crypto.labels import Purpose, int_field, label
 from secure_fedgraph.errors import ProtocolError
+from secure_fedgraph.protocol.sum_backends.mask_format import SHARE_COMMITMENT_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import Sealed, SignedKeys
 
 
@@ -116,7 +117,6 @@ def open_from(key: bytes, sealed: Sealed, *, aad_purpose: Purpose, session: byte
         ) from exc
 
 
-SHARE_COMMITMENT_BYTES = 16  # a share commitment: SHA-256 truncated to 128 bits (see share_commitment)
 _ZERO_NONCE = bytes(12)  # an envelope key seals one envelope (envelope_key)
 
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from secure_fedgraph.crypto import shamir
 
-__all__ = ["COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES", "SEALED_SHARES_BYTES", "clipped_count_is_possible"]
+__all__ = ["COMMITMENTS_AT", "COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES",
+           "SEALED_SHARES_BYTES", "SHARE_COMMITMENT_BYTES", "clipped_count_is_possible"]
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES  # a holder's share of the mask key and of the self-mask key
 SEALED_BYTES = SEALED_SHARES_BYTES + 16  # AES-256-GCM under a key that seals one envelope (keyring.seal_shares): no nonce, the tag
-COMMITTED_FIELDS = (16, 16)  # seed-share commitment, mask-key-share commitment (keyring.share_commitment: 128 bits each)
+SHARE_COMMITMENT_BYTES = 16  # SHA-256 truncated to 128 bits (keyring.share_commitment says why that suffices)
+COMMITTED_FIELDS = (SHARE_COMMITMENT_BYTES, SHARE_COMMITMENT_BYTES)  # seed-share commitment, mask-key-share commitment
 COMMITTED_BYTES = sum(COMMITTED_FIELDS)
 DEALT_HEAD_BYTES = 4 + 4  # a dealt record's owner and holder (uint32 each)
+COMMITMENTS_AT = DEALT_HEAD_BYTES + SEALED_BYTES  # where a dealt record's commitments start: after its head and the envelope
 DEALT_RECORD_BYTES = DEALT_HEAD_BYTES + SEALED_BYTES + COMMITTED_BYTES  # the head, the envelope, its commitments
 NONCE_BYTES = 32  # a client's graph nonce
 

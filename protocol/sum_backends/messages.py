@@ -36,7 +36,15 @@ import numpy as np
 
 from secure_fedgraph.crypto.fixed_point import FixedPoint
 from secure_fedgraph.errors import ConfigError
-from secure_fedgraph.protocol.sum_backends.mask_format import COMMITTED_BYTES, COMMITTED_FIELDS, DEALT_HEAD_BYTES, DEALT_RECORD_BYTES, SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import (
+    COMMITMENTS_AT,
+    COMMITTED_BYTES,
+    COMMITTED_FIELDS,
+    DEALT_HEAD_BYTES,
+    DEALT_RECORD_BYTES,
+    SEALED_BYTES,
+    SHARE_COMMITMENT_BYTES,
+)
 from secure_fedgraph.protocol.core.spec import SumSpec, TensorSpec
 from secure_fedgraph.protocol.core.messages import SERVER, Ack, Header
 from secure_fedgraph.protocol.core.stages import Stage
@@ -89,7 +97,6 @@ class ShareCommitment:
 
 _DEALT_HEAD = struct.Struct(">II")  # a dealt record's owner and holder: DEALT_HEAD_BYTES
 _DEALT_FIELDS = (SEALED_BYTES, *COMMITTED_FIELDS)  # sealed data, seed_hash, key_hash
-_HASHES_AT = DEALT_HEAD_BYTES + SEALED_BYTES
 
 
 @dataclass(frozen=True)
@@ -137,10 +144,10 @@ class DealtShares:
     def pairs(self) -> tuple[tuple[Sealed, ShareCommitment], ...]:
         """Each record as (envelope, commitments), in order."""
         out, r = [], self.records
-        s = COMMITTED_FIELDS[0]
+        s = SHARE_COMMITMENT_BYTES
         for at in range(0, len(r), DEALT_RECORD_BYTES):
             owner, holder = _DEALT_HEAD.unpack_from(r, at)
-            h = at + _HASHES_AT
+            h = at + COMMITMENTS_AT
             out.append((Sealed(owner, holder, r[at + DEALT_HEAD_BYTES : h]), ShareCommitment(owner, holder, r[h : h + s], r[h + s : h + COMMITTED_BYTES])))
         return tuple(out)
 
