@@ -545,13 +545,14 @@ class MaskServer(ServerRole):
         """Signatures a client needs to vouch for some clients: from each one and its neighbours
         (all of them in the complete graph, where every neighbourhood is everyone)."""
         graph = self._graph
-        everyone = tuple(Signature(c, signatures[c]) for c in sorted(signatures))
+        signed = {c: Signature(c, signatures[c]) for c in sorted(signatures)}  # one object each, shared by every request
+        everyone = tuple(signed.values())
 
         def pick(clients: set[int]) -> tuple[Signature, ...]:
             if graph.complete or not clients:
                 return everyone if clients else ()
-            wanted = set().union(*(graph.closed(c) for c in clients)) & set(signatures)
-            return tuple(Signature(c, signatures[c]) for c in sorted(wanted))
+            wanted = set().union(*(graph.closed(c) for c in clients)).intersection(signed)
+            return tuple(signed[c] for c in sorted(wanted))
 
         return pick
 

@@ -151,9 +151,10 @@ class ServerRole(ABC):
         for client in clients:
             args = fields(client)
             key = tuple(id(a) if isinstance(a, np.ndarray) else a for a in args)  # arrays: by identity
-            if key not in made:
-                made[key] = cls(header, *args)
-            out[client] = made[key]
+            found = made.get(key)  # a key of k signatures hashes k objects: once or twice, not three times
+            if found is None:
+                found = made[key] = cls(header, *args)
+            out[client] = found
         return out
 
     def _require(self, count: int, needed: int, what: str) -> None:

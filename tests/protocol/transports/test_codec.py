@@ -75,6 +75,24 @@ def test_round_trip(cls):
 
 
 @pytest.mark.parametrize("cls", sorted(codec._ENVELOPE_FIELD, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_repeated_plain_messages_in_one_call_each_are_the_same_bytes_and_objects_as_field_by_field(cls, monkeypatch):
+    """codec._flat: a repeated message of plain scalars (a key set-up's signed keys, an unmask's
+    signatures) is written and read one call per item; the wire and what is read are the same."""
+    message = _sample(cls)
+    data = codec.encode(message)
+    read = codec.decode(data)
+    monkeypatch.setattr(codec, "_flat", lambda cls: None)  # every message field by field
+    assert codec.encode(message) == data
+    assert codec.encode(read) == codec.encode(codec.decode(data)) == data
+
+
+def test_the_repeated_messages_of_a_key_set_up_take_the_one_call_path():
+    flat = {c.__name__ for c in codec._PB_CLASS if codec._flat(c) is not None}
+    assert {"SignedKeys", "Signature", "Share", "PairSeed", "Complaint"} <= flat
+    assert not flat & {"Header", "DealtShares", "NamedTensor", "SumSpec"}  # an enum, a check on construction, a tensor, nested
+
+
+@pytest.mark.parametrize("cls", sorted(codec._ENVELOPE_FIELD, key=lambda c: c.__name__), ids=lambda c: c.__name__)
 def test_peek_reads_what_decode_does_of_class_header_and_name(cls):
     """The audit reads clients' transcripts with peek: it must name every message as decode does."""
     message = _sample(cls)
