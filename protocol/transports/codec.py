@@ -144,7 +144,8 @@ def _flat(cls: type) -> tuple[str, ...] | None:
     signed keys to every client process and an unmask k + 1 signatures to every client, which
     this reads in half the time (benchmarks/wire_messages.py)."""
     plan = _plan(cls)
-    if "__post_init__" in vars(cls) or any(kind != "scalar" or sub not in _FLAT_SCALARS for _, kind, sub in plan):
+    checks_or_slots = hasattr(cls, "__post_init__") or hasattr(cls, "__slots__")  # inherited too; slots: no vars(item)
+    if checks_or_slots or any(kind != "scalar" or sub not in _FLAT_SCALARS for _, kind, sub in plan):
         return None
     return tuple(name for name, _, _ in plan)
 

@@ -92,6 +92,26 @@ def test_the_repeated_messages_of_a_key_set_up_take_the_one_call_path():
     assert not flat & {"Header", "DealtShares", "NamedTensor", "SumSpec"}  # an enum, a check on construction, a tensor, nested
 
 
+def test_a_message_that_checks_itself_or_has_slots_goes_field_by_field():
+    @dataclasses.dataclass(frozen=True)
+    class Checked(m.Signature):
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclasses.dataclass(frozen=True)
+    class Inherits(Checked):  # its check is inherited, not in its own namespace
+        pass
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        client: int
+
+    for cls in (Checked, Inherits, Slotted):
+        codec._flat.cache_clear()
+        assert codec._flat(cls) is None, cls.__name__
+    codec._flat.cache_clear()
+
+
 @pytest.mark.parametrize("cls", sorted(codec._ENVELOPE_FIELD, key=lambda c: c.__name__), ids=lambda c: c.__name__)
 def test_peek_reads_what_decode_does_of_class_header_and_name(cls):
     """The audit reads clients' transcripts with peek: it must name every message as decode does."""
