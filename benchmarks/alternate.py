@@ -77,7 +77,8 @@ def summary(runs: Mapping[str, Sequence[Mapping[tuple, Mapping[str, float]]]]) -
     for key in seen:
         backend, n, length = key
         b, a = by[("before", key)], by[("after", key)]
-        rows.append(f"| {backend} | {n} | {length:g} | {_spread(b['seconds'], '.2f')} | {_spread(a['seconds'], '.2f')} | "
+        length = format(length, "g") if isinstance(length, int | float) else length  # a benchmark without an L: as it came
+        rows.append(f"| {backend} | {n} | {length} | {_spread(b['seconds'], '.2f')} | {_spread(a['seconds'], '.2f')} | "
                     f"{_spread(b['ratio'], '.2f')} | {_spread(a['ratio'], '.2f')} |")
     return "\n".join(rows)
 

@@ -18,18 +18,13 @@ from collections.abc import Collection
 from secure_fedgraph.protocol.sum_backends.mask_format import COMMITMENTS_AT, COMMITTED_BYTES, DEALT_RECORD_BYTES, SHARE_COMMITMENT_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
 
-_HASH = SHARE_COMMITMENT_BYTES  # one share commitment: seed_hash, then key_hash
-_HASHES = COMMITTED_BYTES
-_HASHES_AT = COMMITMENTS_AT
-
-
 class EnvelopeStore:
     """Every envelope of one key epoch, by holder: ``routed(holder)`` gives what its first INPUT
     request carries, ``commitment(owner, holder)`` what a revealed share is checked against."""
 
     def __init__(self) -> None:
         self._owners: dict[int, array] = {}  # holder -> the dealers of its records, in order
-        self._records: dict[int, bytearray] = {}  # holder -> its dealt records (DEALT_RECORD_BYTES each, or _HASHES once delivered)
+        self._records: dict[int, bytearray] = {}  # holder -> its dealt records (DEALT_RECORD_BYTES each, or their two share commitments, COMMITTED_BYTES, once delivered)
         self._delivered: set[int] = set()
         self._dealers: frozenset[int] | None = None  # once fixed: only these dealers' envelopes count
 
@@ -65,7 +60,7 @@ class EnvelopeStore:
         records = self._records.get(holder)
         if records is not None:
             view = memoryview(records)
-            self._records[holder] = bytearray(b"".join(view[at + _HASHES_AT:at + _HASHES_AT + _HASHES]
+            self._records[holder] = bytearray(b"".join(view[at + COMMITMENTS_AT:at + COMMITMENTS_AT + COMMITTED_BYTES]
                                                        for at in range(0, len(records), DEALT_RECORD_BYTES)))
 
     def delivered_all(self) -> None:
@@ -82,6 +77,6 @@ class EnvelopeStore:
             i = owners.index(owner)
         except ValueError:
             return None
-        size, start = (_HASHES, 0) if holder in self._delivered else (DEALT_RECORD_BYTES, _HASHES_AT)
-        r = memoryview(self._records[holder])[i * size + start:i * size + start + _HASHES]
-        return bytes(r[:_HASH]), bytes(r[_HASH:])
+        size, start = (COMMITTED_BYTES, 0) if holder in self._delivered else (DEALT_RECORD_BYTES, COMMITMENTS_AT)
+        r = memoryview(self._records[holder])[i * size + start:i * size + start + COMMITTED_BYTES]
+        return bytes(r[:SHARE_COMMITMENT_BYTES]), bytes(r[SHARE_COMMITMENT_BYTES:])

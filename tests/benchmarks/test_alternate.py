@@ -44,6 +44,12 @@ def test_a_cell_one_side_lacks_is_a_dash():
     assert row == "| plain | 10 | 100000 | 0.50 | — | — | — |"
 
 
+def test_a_run_without_an_L_is_summarised_as_it_came():
+    lines = [json.dumps({"record": "run", "backend": "mask", "n": 10, "round_seconds": 1.0})]
+    row = alternate.summary({"before": [alternate.cells(lines)], "after": [alternate.cells(lines)]}).splitlines()[2]
+    assert row == "| mask | 10 | None | 1.00 | 1.00 | — | — |"
+
+
 def _checkout(root: Path, seconds: float) -> Path:
     """A checkout whose .venv/bin/python is this interpreter and whose benchmark prints one run."""
     (root / ".venv" / "bin").mkdir(parents=True)

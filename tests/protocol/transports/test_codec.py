@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 
 import numpy as np
@@ -90,6 +91,17 @@ def test_the_repeated_messages_of_a_key_set_up_take_the_one_call_path():
     flat = {c.__name__ for c in codec._PB_CLASS if codec._flat(c) is not None}
     assert {"SignedKeys", "Signature", "Share", "PairSeed", "Complaint"} <= flat
     assert not flat & {"Header", "DealtShares", "NamedTensor", "SumSpec"}  # an enum, a check on construction, a tensor, nested
+
+
+def test_a_one_field_plain_message_is_read_as_one_object_per_item():
+    @dataclasses.dataclass(frozen=True)
+    class One:
+        client: int
+
+    items = [types.SimpleNamespace(client=c) for c in (3, 5)]  # what a protobuf item offers: its fields
+    assert codec._flat_reader(One)(items) == (One(3), One(5))
+    codec._flat.cache_clear()
+    codec._flat_reader.cache_clear()
 
 
 def test_a_message_that_checks_itself_or_has_slots_goes_field_by_field():
