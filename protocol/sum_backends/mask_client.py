@@ -90,7 +90,7 @@ from secure_fedgraph.protocol.sum_backends.keyring import (
 )
 from secure_fedgraph.protocol.sum_backends.messages import (
     Complaint,
-    DealtShares,
+    DealtToNeighbours,
     DeliverResponse,
     AdvertiseRequest,
     AdvertiseResponse,
@@ -325,7 +325,7 @@ class MaskClient(ClientRole):
             envelope = seal_shares(envelope_key(ep.sealing[v], **lab, owner=self.client_id, holder=v), seed_share + key_share,
                                    seed_hash=seed_hash, key_hash=key_hash, **lab, view=ep.view, owner=self.client_id, holder=v)
             dealt.append((envelope, ShareCommitment(self.client_id, v, seed_hash, key_hash)))
-        return ShareKeysResponse(self._header(request), DealtShares.of(dealt))
+        return ShareKeysResponse(self._header(request), DealtToNeighbours.of(dealt))  # in holder order: the server knows who they are
 
     def _deal_once(self, ep: _Epoch) -> None:
         """Shares are dealt once per key epoch. Each direction's envelope key seals one envelope,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from secure_fedgraph.crypto import shamir
 
-__all__ = ["COMMITMENTS_AT", "COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES",
+__all__ = ["COMMITMENTS_AT", "COMMITTED_BYTES", "COMMITTED_FIELDS", "DEALT_BODY_BYTES", "DEALT_HEAD_BYTES", "DEALT_RECORD_BYTES", "NONCE_BYTES", "SEALED_BYTES",
            "SEALED_SHARES_BYTES", "SHARE_COMMITMENT_BYTES", "clipped_count_is_possible"]
 
 SEALED_SHARES_BYTES = 2 * shamir.SHARE_BYTES  # a holder's share of the mask key and of the self-mask key
@@ -17,7 +17,8 @@ COMMITTED_FIELDS = (SHARE_COMMITMENT_BYTES, SHARE_COMMITMENT_BYTES)  # seed-shar
 COMMITTED_BYTES = sum(COMMITTED_FIELDS)
 DEALT_HEAD_BYTES = 4 + 4  # a dealt record's owner and holder (uint32 each)
 COMMITMENTS_AT = DEALT_HEAD_BYTES + SEALED_BYTES  # where a dealt record's commitments start: after its head and the envelope
-DEALT_RECORD_BYTES = DEALT_HEAD_BYTES + SEALED_BYTES + COMMITTED_BYTES  # the head, the envelope, its commitments
+DEALT_BODY_BYTES = SEALED_BYTES + COMMITTED_BYTES  # the envelope and its commitments: what a dealer sends up for one holder
+DEALT_RECORD_BYTES = DEALT_HEAD_BYTES + DEALT_BODY_BYTES  # the head, the envelope, its commitments: what the server relays
 NONCE_BYTES = 32  # a client's graph nonce
 
 

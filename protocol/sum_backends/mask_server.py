@@ -189,11 +189,10 @@ class MaskServer(ServerRole):
         envelopes = EnvelopeStore()
 
         def accept_shares(client: int, response: ShareKeysResponse) -> None:
-            expected = graph.of(client) & advertised
-            heads = response.dealt.heads()  # each record holds an envelope and its commitments, at fixed sizes (DealtShares)
-            if sorted(holder for _, holder in heads) != sorted(expected) or any(owner != client for owner, _ in heads):
-                raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(expected)} neighbours")
-            envelopes.deal(client, response.dealt)
+            holders = sorted(graph.of(client) & advertised)  # each record holds an envelope and its commitments, in holder order
+            if len(response.dealt) != len(holders):
+                raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(holders)} neighbours")
+            envelopes.deal(client, response.dealt.addressed(client, holders))
 
         everyone = tuple(adverts[v].keys for v in sorted(advertised))  # one body for all: each client takes its neighbours'
         outcome = yield self._step(

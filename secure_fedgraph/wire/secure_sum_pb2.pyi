@@ -121,13 +121,19 @@ class DealtShares(_message.Message):
     records: bytes
     def __init__(self, records: _Optional[bytes] = ...) -> None: ...
 
+class DealtToNeighbours(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    def __init__(self, records: _Optional[bytes] = ...) -> None: ...
+
 class ShareKeysResponse(_message.Message):
     __slots__ = ("header", "dealt")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     DEALT_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.Header
-    dealt: DealtShares
-    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealt: _Optional[_Union[DealtShares, _Mapping]] = ...) -> None: ...
+    dealt: DealtToNeighbours
+    def __init__(self, header: _Optional[_Union[_common_pb2.Header, _Mapping]] = ..., dealt: _Optional[_Union[DealtToNeighbours, _Mapping]] = ...) -> None: ...
 
 class KeyDealRequest(_message.Message):
     __slots__ = ("header", "peers")

@@ -41,6 +41,7 @@ from secure_fedgraph.protocol.sum_backends.messages import (
     Complaint,
     ConsistencyRequest,
     DealtShares,
+    DealtToNeighbours,
     InputResponse,
     PairSeed,
     Signature,
@@ -728,7 +729,7 @@ def _resealed(role, response, change=lambda shares: shares, commit=lambda c: c, 
     ep = role._epoch
     lab = {"session": response.header.session, "round": response.header.round, "epoch": ep.epoch, "view": ep.view}
     pairs = []
-    for e, c in response.dealt.pairs():
+    for e, c in _dealt_pairs(role, response):
         key = keyring.envelope_key(ep.sealing[e.holder], **{k: v for k, v in lab.items() if k != "view"}, owner=e.owner, holder=e.holder)
         shares = keyring.open_shares(key, e, seed_hash=c.seed_hash, key_hash=c.key_hash, **lab)
         if only is not None and e.holder != only:
@@ -737,7 +738,13 @@ def _resealed(role, response, change=lambda shares: shares, commit=lambda c: c, 
         c = commit(c)
         pairs.append((keyring.seal_shares(key_for(e.holder, key), change(shares), seed_hash=c.seed_hash, key_hash=c.key_hash, **lab,
                                           owner=e.owner, holder=e.holder), c))
-    return dataclasses.replace(response, dealt=DealtShares.of(pairs))
+    return dataclasses.replace(response, dealt=DealtToNeighbours.of(pairs))
+
+
+def _dealt_pairs(role, response) -> tuple:
+    """A dealer's ShareKeysResponse records as (envelope, commitments), addressed as the server
+    addresses them: from the dealer to its neighbours, in id order."""
+    return response.dealt.addressed(role.client_id, sorted(role._epoch.peers)).pairs()
 
 
 def _one_liar_runs(liar: int, lie, *, n: int = 7) -> tuple[bool, set[int], object]:
@@ -936,8 +943,9 @@ def test_attack_a_server_asking_a_dealer_for_its_shares_twice_in_one_key_epoch(m
             if (direction, stage, client) == ("down", Stage.SHARE_KEYS, dealer):
                 seen["request"] = codec.decode(data)
             if (direction, stage, client) == ("up", Stage.SHARE_KEYS, dealer) and "again" not in seen:
-                seen["first"] = codec.decode(data).dealt.pairs()
-                seen["again"] = session.clients[dealer]._on_share_keys(seen["request"]).dealt.pairs()
+                role = session.clients[dealer]
+                seen["first"] = _dealt_pairs(role, codec.decode(data))
+                seen["again"] = _dealt_pairs(role, role._on_share_keys(seen["request"]))
             return data
 
         session = local_session(MASK, range(n), intercept=hook)

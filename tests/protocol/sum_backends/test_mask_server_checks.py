@@ -14,9 +14,10 @@ import pytest
 from secure_fedgraph.crypto.keys import RoundKeys
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
-from secure_fedgraph.protocol.sum_backends.messages import Complaint, DealtShares, GraphResponse, Share
+from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_BODY_BYTES
+from secure_fedgraph.protocol.sum_backends.messages import Complaint, DealtToNeighbours, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session
-from tests.helpers import make_inputs, moved_record, plain_sum
+from tests.helpers import make_inputs, plain_sum
 
 N = 10  # threshold 7 of 9 neighbours: one answer refused still leaves enough shares
 LIAR = 2
@@ -142,12 +143,9 @@ def _changed(field: str, change):
     [
         (Stage.ADVERTISE, "keys claiming another client", _changed("keys", lambda k: dataclasses.replace(k, client=3)), "malformed keys"),
         (Stage.ADVERTISE, "a short key", _changed("keys", lambda k: dataclasses.replace(k, mask_public=k.mask_public[:-1])), "malformed keys"),
-        (Stage.SHARE_KEYS, "an envelope missing", _changed("dealt", lambda d: DealtShares.of(d.pairs()[1:])), "one share pair to each"),
-        (Stage.SHARE_KEYS, "an envelope from another dealer",
-         _changed("dealt", lambda d: DealtShares.of((moved_record(d.pairs()[0], owner=3), *d.pairs()[1:]))),
+        (Stage.SHARE_KEYS, "an envelope missing", _changed("dealt", lambda d: DealtToNeighbours(d.records[DEALT_BODY_BYTES:])),
          "one share pair to each"),
-        (Stage.SHARE_KEYS, "an envelope to a client that is not a neighbour",
-         _changed("dealt", lambda d: DealtShares.of((moved_record(d.pairs()[0], holder=N + 7), *d.pairs()[1:]))),
+        (Stage.SHARE_KEYS, "an envelope too many", _changed("dealt", lambda d: DealtToNeighbours(d.records + d.records[:DEALT_BODY_BYTES])),
          "one share pair to each"),
         (Stage.INPUT, "one complaint twice", _changed("complaints", lambda _: (Complaint(0, bytes(32)), Complaint(0, bytes(32)))),
          "complained about envelopes it was not dealt"),
@@ -164,6 +162,21 @@ def test_the_server_refuses_a_key_set_up_answer_that_breaks_one_rule(stage, case
     session, (result,), inputs = _run(stage, change, drop=None)
     assert _rejected_at(session, stage, what), (case, session.server.log)
     assert LIAR not in result.contributors and len(result.contributors) == N - 1
+
+
+def test_a_dealer_sending_its_envelopes_in_each_others_places_costs_only_itself():
+    """LIAR swaps the envelopes (and commitments) it deals to its first two neighbours: the server
+    addresses records by their place (messages.DealtToNeighbours), so each goes to the other
+    holder. Neither opens there (its AAD names the holder it was sealed to), so both holders set
+    LIAR's shares aside without complaining, nobody is excluded, and the sum over all N is right."""
+    size = DEALT_BODY_BYTES
+    swapped = _changed("dealt", lambda d: DealtToNeighbours(d.records[size:2 * size] + d.records[:size] + d.records[2 * size:]))
+    session, (result,), inputs = _run(Stage.SHARE_KEYS, swapped, drop=None)
+    first, second = sorted(session.clients[LIAR]._epoch.peers)[:2]
+    assert all(LIAR in session.clients[h]._epoch.bad_dealers and LIAR not in session.clients[h]._epoch.held for h in (first, second))
+    assert not session.server.excluded
+    assert result.contributors == frozenset(range(N))
+    assert np.allclose(result.values["w"], plain_sum(inputs, range(N))["w"], atol=1e-5)
 
 
 def test_the_server_stops_a_round_past_its_own_re_key_bound():

@@ -14,7 +14,7 @@ from secure_fedgraph.errors import ConfigError, ProtocolError
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.sum_backends import SumSpec
 from secure_fedgraph.protocol.sum_backends import messages as m
-from secure_fedgraph.protocol.sum_backends.mask_format import SEALED_BYTES
+from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_BODY_BYTES, SEALED_BYTES
 from secure_fedgraph.protocol.core.stages import Stage
 from secure_fedgraph.protocol.core import messages as pm
 from secure_fedgraph.wire import common_pb2, envelope_pb2
@@ -36,6 +36,8 @@ SAMPLES = {
     m.Complaint: m.Complaint(3, b"q" * 32),
     m.DealtShares: m.DealtShares.of([(m.Sealed(1, h, bytes([h % 251]) * SEALED_BYTES), m.ShareCommitment(1, h, b"s" * 16, b"k" * 16))
                                      for h in (2, 70_000)]),
+    m.DealtToNeighbours: m.DealtToNeighbours.of([(m.Sealed(1, h, bytes([h % 251]) * SEALED_BYTES), m.ShareCommitment(1, h, b"s" * 16, b"k" * 16))
+                                                 for h in (2, 70_000)]),
     m.PairSeed: m.PairSeed(4, b"p" * 32, b"o" * 64),
     pm.NamedTensor: pm.NamedTensor("w", np.arange(4, dtype=np.float32)),
 }
@@ -243,3 +245,18 @@ def test_dealt_shares_hold_whole_records_only():
                   (m.Sealed(-1, 2, sealed.data), m.ShareCommitment(-1, 2, *dataclasses.astuple(committed)[2:]))):
         with pytest.raises(ConfigError):
             m.DealtShares.record(*wrong)
+
+
+def test_a_dealers_records_are_addressed_by_their_place():
+    """What a dealer sends up carries no owner or holder (messages.DealtToNeighbours): the server
+    gives the i-th record to the i-th neighbour, and it arrives as the same record with them."""
+    up = SAMPLES[m.DealtToNeighbours]
+    assert len(up) == 2 and len(up.records) == 2 * DEALT_BODY_BYTES
+    assert up.addressed(1, (2, 70_000)) == SAMPLES[m.DealtShares]
+    with pytest.raises(ConfigError, match="2 dealt records for 3 holders"):
+        up.addressed(1, (2, 3, 4))
+    cut = envelope_pb2.Envelope()
+    cut.share_keys_response.CopyFrom(codec.to_pb(_sample(m.ShareKeysResponse)))
+    cut.share_keys_response.dealt.records = up.records[:-1]
+    with pytest.raises(ProtocolError, match="whole"):
+        codec.decode(cut.SerializeToString())
