@@ -169,7 +169,7 @@ class DealtToNeighbours:
 
     Why no head: the owner is the sender and its holders are its neighbours, which the server
     knows (the graph), so the heads said nothing the server did not have, at 8 bytes a neighbour
-    (448 a client and key set-up at n = 100, a sixteenth of what a client sends beyond its input).
+    (448 bytes a client and key set-up at n = 100, 6% of what a client sends beyond its input).
     The server adds them (:meth:`addressed`) before it relays. Who an envelope is for is bound
     where it is checked: its AAD names the owner and the holder (keyring.seal_shares), so one in
     another neighbour's place does not open for that neighbour, who sets it aside."""

@@ -92,7 +92,7 @@ def test_repeated_plain_messages_in_one_call_each_are_the_same_bytes_and_objects
 def test_the_repeated_messages_of_a_key_set_up_take_the_one_call_path():
     flat = {c.__name__ for c in codec._PB_CLASS if codec._flat(c) is not None}
     assert {"SignedKeys", "Signature", "Share", "PairSeed", "Complaint"} <= flat
-    assert not flat & {"Header", "DealtShares", "NamedTensor", "SumSpec"}  # an enum, a check on construction, a tensor, nested
+    assert not flat & {"Header", "DealtShares", "DealtToNeighbours", "NamedTensor", "SumSpec"}  # an enum, checks on construction, a tensor, nested
 
 
 def test_a_one_field_plain_message_is_read_as_one_object_per_item():
