@@ -3,9 +3,10 @@
 Why not the decoded objects: a key set-up at n = 10,000 and degree 490 deals 4.9 million
 envelopes, and each (a ``Sealed`` and its ``ShareCommitment``, six bytes objects and two ints)
 took about 1 KB of the server's memory (measured with tracemalloc), 4.9 GB before any was sent.
-As a record it is its bytes, as the dealer sent it (messages.DealtShares: owner, holder, the
-envelope, its GCM tag included, and two share commitments), and nothing is
-decoded into objects on its way in or out. Once a holder has answered its first INPUT only the
+As a record it is its bytes: what the dealer sent (the envelope, its GCM tag included, and two
+share commitments) after the owner and holder the server adds by the record's place
+(messages.DealtToNeighbours.addressed, giving messages.DealtShares), and nothing is decoded into
+objects on its way in or out. Once a holder has answered its first INPUT only the
 two share commitments stay: they are what the server checks revealed shares against for the rest of
 the key epoch (threat_model.md M-LIAR).
 """
@@ -29,8 +30,8 @@ class EnvelopeStore:
         self._dealers: frozenset[int] | None = None  # once fixed: only these dealers' envelopes count
 
     def deal(self, owner: int, dealt: DealtShares) -> None:
-        """Keep ``owner``'s records as they came (the caller checked that ``owner`` dealt each,
-        one to each of its holders)."""
+        """Keep ``owner``'s records as the server addressed them (DealtToNeighbours.addressed: one
+        to each of its holders, after the caller counted them)."""
         view = memoryview(dealt.records)
         for i, (_, holder) in enumerate(dealt.heads()):
             self._owners.setdefault(holder, array("q")).append(owner)

@@ -109,7 +109,8 @@ class DealtShares:
 
     Why records and not repeated messages: a key set-up relays k envelopes per client, 242,000 at
     n = 1,000, and each went through protobuf sub-messages and Python objects four times (dealer,
-    server in, server out, holder); the server now checks owners and holders and moves bytes. The
+    server in, server out, holder); the server now counts a dealer's records, adds their owner and
+    holder (:class:`DealtToNeighbours`) and moves bytes. The
     layout also leaves nothing to check about an envelope without its commitments, or one of
     another size: neither can be written."""
 
@@ -171,8 +172,9 @@ class DealtToNeighbours:
     knows (the graph), so the heads said nothing the server did not have, at 8 bytes a neighbour
     (448 bytes a client and key set-up at n = 100, 6% of what a client sends beyond its input).
     The server adds them (:meth:`addressed`) before it relays. Who an envelope is for is bound
-    where it is checked: its AAD names the owner and the holder (keyring.seal_shares), so one in
-    another neighbour's place does not open for that neighbour, who sets it aside."""
+    where it is checked: it is sealed under that direction's own key (keyring.envelope_key), its
+    AAD naming owner and holder (keyring.seal_shares), so one in another neighbour's place does
+    not open for that neighbour, who sets it aside."""
 
     records: bytes = b""
 

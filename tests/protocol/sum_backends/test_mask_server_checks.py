@@ -13,7 +13,7 @@ import pytest
 
 from secure_fedgraph.crypto.keys import RoundKeys
 from secure_fedgraph.protocol.transports import codec
-from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage
+from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig, Stage, keyring, mask_client
 from secure_fedgraph.protocol.sum_backends.mask_format import DEALT_BODY_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import Complaint, DealtToNeighbours, GraphResponse, Share
 from tests.helpers import default_policy_session as local_session
@@ -164,11 +164,14 @@ def test_the_server_refuses_a_key_set_up_answer_that_breaks_one_rule(stage, case
     assert LIAR not in result.contributors and len(result.contributors) == N - 1
 
 
-def test_a_dealer_sending_its_envelopes_in_each_others_places_costs_only_itself():
+def test_a_dealer_sending_its_envelopes_in_each_others_places_costs_only_itself(monkeypatch):
     """LIAR swaps the envelopes (and commitments) it deals to its first two neighbours: the server
     addresses records by their place (messages.DealtToNeighbours), so each goes to the other
-    holder. Neither opens there (its AAD names the holder it was sealed to), so both holders set
-    LIAR's shares aside without complaining, nobody is excluded, and the sum over all N is right."""
+    holder. Neither opens there (each direction of a pair has its own envelope key, and the AAD
+    names the holder), so both holders set LIAR's shares aside without complaining, nobody is
+    excluded, and the sum over all N is right. With envelopes bound to no holder (one key for
+    all, no holder in the AAD) the same swap opens at the wrong holders, who complain: the test
+    can tell the two apart."""
     size = DEALT_BODY_BYTES
     swapped = _changed("dealt", lambda d: DealtToNeighbours(d.records[size:2 * size] + d.records[:size] + d.records[2 * size:]))
     session, (result,), inputs = _run(Stage.SHARE_KEYS, swapped, drop=None)
@@ -177,6 +180,13 @@ def test_a_dealer_sending_its_envelopes_in_each_others_places_costs_only_itself(
     assert not session.server.excluded
     assert result.contributors == frozenset(range(N))
     assert np.allclose(result.values["w"], plain_sum(inputs, range(N))["w"], atol=1e-5)
+
+    aad = keyring._aad
+    with monkeypatch.context() as unbound:
+        unbound.setattr(mask_client, "envelope_key", lambda pair, **_: bytes(32))
+        unbound.setattr(keyring, "_aad", lambda owner, holder, *hashes, **labels: aad(owner, 0, *hashes, **labels))
+        session, _, _ = _run(Stage.SHARE_KEYS, swapped, drop=None)
+    assert LIAR in session.server.excluded  # opened where it was not sealed to: a complaint, and the server's judgement
 
 
 def test_the_server_stops_a_round_past_its_own_re_key_bound():
