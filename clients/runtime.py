@@ -16,8 +16,10 @@ A client whose handling fails leaves the run (its host says so at once) and the 
 
 A stream the server cannot take yet (nobody listens: UNAVAILABLE; or it runs as many streams as it
 allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to ``connect_timeout_s``.
-A server certificate that does not carry ``server_name`` is not waited for: the process stops at
-once (ConfigError naming ``--server-name`` and the names the certificate carries).
+A mistake in the TLS set-up is not waited for: a server certificate that does not carry
+``server_name`` or is not from the CA in the keys folder, or a certificate of this process that
+the server does not accept (gRPC calls that "Socket closed", as it does a server going away). The
+process stops at once, exit 2, with one line saying what to fix (tls_mistakes.TlsMistake).
 When the server goes away mid-run, or the network to it does (its process died or was stopped,
 or this host's link is down: not a refusal or a drop, which the server says with another
 status), every client still in the run reconnects with backoff for up to
@@ -67,7 +69,7 @@ from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc_client import (STILL_WAITING_S, ClientConnection, ConnectionFailed, Waiting, connect,
                                                               last_reason, secure_channel, server_not_up)
 from secure_fedgraph.protocol.transports.grpc_service import describe_rpc_error
-from secure_fedgraph.protocol.transports.server_name import mismatch_line, name_mismatch
+from secure_fedgraph.protocol.transports.tls_mistakes import TlsMistake, tls_mistake
 from secure_fedgraph.resources import ensure_client_files, usage
 
 
@@ -126,7 +128,7 @@ class _Shared:
     verified: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # certificate -> (id, identity key)
     announced: dict[Welcome, _Announced | Exception] = field(default_factory=dict)
     said: set[object] = field(default_factory=set)
-    mistake: ConfigError | None = None  # an option to fix, not a run to wait for (--server-name): the process stops with it, exit 2
+    mistake: ConfigError | None = None  # an option or a file to fix, not a run to wait for (tls_mistakes.py): the process stops with it, exit 2
 
     def once(self, key: object, say: Callable[[str], None], line: str) -> None:
         """Say ``line`` once per process for ``key`` (waiting for the server; the server gone, or
@@ -243,6 +245,7 @@ class _HostLink:
 
     def __init__(self, link: _Link, options: ClientOptions, keys: KeyDirectory, shared: _Shared, say) -> None:
         self.link, self.options, self.shared, self.say = link, options, shared, say
+        self.ca_file = keys.ca
         self.clients: dict[int, _LogicalClient] = {}
         for client in link.clients:
             outcome = ClientOutcome(client)
@@ -254,9 +257,11 @@ class _HostLink:
     def run(self) -> None:
         try:
             self._run()
+        except TlsMistake as exc:  # an option or a file to fix: the process stops with its line (exit 2), once
+            with self.shared.lock:
+                self.shared.mistake = self.shared.mistake or exc
+            self._stop_all(str(exc))
         except grpc.RpcError as exc:
-            if name_mismatch(exc):
-                self._wrong_server_name()
             self._stop_all(describe_rpc_error(exc))
         except (SecureFedGraphError, ConnectionFailed) as exc:
             self._stop_all(str(exc))
@@ -265,15 +270,12 @@ class _HostLink:
                 if client.transcript is not None:
                     client.transcript.close()
 
-    def _wrong_server_name(self) -> None:
-        """The server's certificate does not carry ``--server-name``: once per process, the line
-        naming the option and the names the certificate does carry (server_name.py)."""
-        with self.shared.lock:
-            if self.shared.mistake is not None:
-                return
-        line = mismatch_line(self.options.server, self.options.server_name, ca=self.shared.ca, cert=self.link.cert, key=self.link.key)
-        with self.shared.lock:
-            self.shared.mistake = self.shared.mistake or ConfigError(line)
+    def _tls_mistake(self, exc: grpc.RpcError) -> str | None:
+        """The line this stream stops with when its failure comes of the TLS set-up (tls_mistakes.py):
+        a server certificate without ``--server-name`` or not from the CA in the keys folder, or a
+        certificate of this stream's that the server does not accept."""
+        return tls_mistake(exc, self.options.server, self.options.server_name, ca=self.shared.ca, cert=self.link.cert,
+                           key=self.link.key, ca_file=self.ca_file)
 
     def _stop_all(self, error: str) -> None:
         for client in self.clients.values():
@@ -287,7 +289,7 @@ class _HostLink:
                            f"(up to {options.connect_timeout_s:g} s, --connect-timeout)")
         waiting = Waiting(options.connect_timeout_s, "--connect-timeout", "waited {s:g} s for the server", announce,
                           self._still("connect", f"clients {ids}: still no server at {options.server}", options.connect_timeout_s,
-                                      "--connect-timeout"))
+                                      "--connect-timeout"), mistake=self._tls_mistake)
         transcripts = {c: client.transcript for c, client in self.clients.items() if client.transcript is not None}
         taking_part = list(self.clients.values())
         lost = ""  # how the last stream ended, while reconnecting
@@ -298,7 +300,7 @@ class _HostLink:
                     connection = connect(channel, [c.client for c in taking_part], version=__version__, waiting=waiting,
                                          timeout_s=options.session_timeout_s, max_message_bytes=options.max_message_bytes, transcripts=transcripts)
                 except grpc.RpcError as exc:
-                    if lost and not name_mismatch(exc):  # back, but the server will not have them (it went on without them)
+                    if lost:  # back, but the server will not have them (it went on without them)
                         raise ConnectionFailed(f"{lost}; reconnected, the server refused them ({describe_rpc_error(exc)})") from None
                     raise
                 for client in taking_part:
@@ -323,7 +325,7 @@ class _HostLink:
                                    f"reconnecting for up to {seconds:g} s (--reconnect-timeout); {lost}")
                 waiting = Waiting(seconds, "--reconnect-timeout", "the server went away and did not come back within {s:g} s", announce,
                                   self._still(("away", sessions), f"clients {ids}: still reconnecting to {options.server}", seconds,
-                                              "--reconnect-timeout"))
+                                              "--reconnect-timeout"), mistake=self._tls_mistake)
 
     def _still(self, key: object, line: str, seconds: float, option: str) -> Callable[[float, str], None]:
         """What a :class:`Waiting` says every STILL_WAITING_S while it waits: how long so far, of

@@ -11,7 +11,8 @@ Connecting: a stream the server cannot take yet (nobody listens: UNAVAILABLE; or
 streams as it allows at once: RESOURCE_EXHAUSTED) is tried again with backoff for up to the
 caller's :class:`Waiting`; a refusal (a certificate the server does not accept, a server
 certificate without the name the client checks, a message over a size limit, a drop) is
-reported at once.
+reported at once, a mistake in the client's TLS set-up in one line that says what to fix
+(``Waiting.mistake``: tls_mistakes.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from secure_fedgraph.protocol.core.messages import Hello
 from secure_fedgraph.protocol.transports import codec
 from secure_fedgraph.protocol.transports.batch import Frame, decode_batch, encode_batches
 from secure_fedgraph.protocol.transports.grpc_service import METHOD, channel_options, describe_rpc_error
-from secure_fedgraph.protocol.transports.server_name import name_mismatch
+from secure_fedgraph.protocol.transports.tls_mistakes import TlsMistake, name_mismatch
 from secure_fedgraph.protocol.transports.transcript import RECEIVED, SENT, TranscriptWriter
 
 _CLOSE = object()
@@ -103,6 +104,7 @@ class Waiting:
     gave_up: str  # why it stopped waiting; "{s}" is the seconds
     announce: Callable[[], None] = lambda: None
     still: Callable[[float, str], None] = lambda waited, why: None
+    mistake: Callable[[grpc.RpcError], str | None] = lambda exc: None  # the line for a failure that is a TLS set-up mistake
 
 
 def last_reason(why: str) -> str:
@@ -121,7 +123,7 @@ def server_not_up(exc: grpc.RpcError) -> bool:
     A handshake cut by a dying server ("Connection reset") is not a refusal, and neither is a
     network that cannot reach the server now ("No route to host", "Network is unreachable"):
     both are worth waiting for. A server certificate that does not carry the name the client
-    checks (server_name.py) is a mistake to fix, not to wait out."""
+    checks (tls_mistakes.py) is a mistake to fix, not to wait out."""
     details = (exc.details() or "").lower() if hasattr(exc, "details") else ""
     if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return "larger than max" not in details
@@ -194,6 +196,7 @@ def connect(channel: grpc.Channel, clients: Sequence[int], *, version: str, wait
 
     Raises:
         grpc.RpcError: the server refused the stream.
+        TlsMistake: the failure is a mistake in the client's TLS set-up (``waiting.mistake``).
         ConnectionFailed: the server did not take it within ``waiting.seconds``.
     """
     began = time.monotonic()
@@ -208,6 +211,10 @@ def connect(channel: grpc.Channel, clients: Sequence[int], *, version: str, wait
         except StopIteration:  # a server shutting down closed the stream before its Welcome
             why = "the server closed the stream before its Welcome"
         except grpc.RpcError as exc:
+            mistake = waiting.mistake(exc)
+            if mistake is not None:
+                stream.close()
+                raise TlsMistake(mistake) from None
             if not server_not_up(exc):
                 stream.close()
                 raise

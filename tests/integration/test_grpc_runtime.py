@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -25,6 +26,7 @@ from secure_fedgraph.protocol.sum_backends import Backend, SecureSumConfig
 from secure_fedgraph.protocol.transports.batch import Frame
 from secure_fedgraph.protocol.transports.grpc_client import ClientStream
 from secure_fedgraph.protocol.transports.grpc_service import channel_options, server_options
+from secure_fedgraph.protocol.transports.tls_mistakes import refuses_certificate
 from secure_fedgraph.runs.simulate import simulate
 from tests.helpers import HZMETRO_DIR, PLANETOID_DIR, UEA_DIR, assert_no_readings, needs_hzmetro, needs_planetoid, needs_uea
 from tests.helpers.grpc import mtls_channel
@@ -227,6 +229,42 @@ def test_a_client_expecting_another_server_name_stops_at_once_naming_the_option(
     assert said == [f"secure-fedgraph: error: --server-name fl.example.org: the certificate of the server at 127.0.0.1:{run.port} names "
                     "localhost, 127.0.0.1, not fl.example.org; pass one of those as --server-name (or issue the server a certificate "
                     "naming fl.example.org: keys init --server-name / --server-ip)"], output
+    right = run.client("0-2")
+    _, metrics = run.finish()
+    assert right.wait(timeout=60) == 0 and metrics["clients_finished"] == 3
+
+
+def test_a_client_with_another_runs_keys_stops_at_once_saying_which_file_to_fix(start_server, tmp_path):
+    """Keys from another ``keys init``: a client certificate the run's CA did not issue, which the
+    server refuses after the handshake (gRPC says only "Socket closed", as of a server going
+    away), or a ca.pem that did not sign the server's certificate. Neither mends by waiting, so
+    the process stops at once, long before its --connect-timeout, with one line naming what to
+    fix, exit 2 (tls_mistakes.py). The look behind the first tells a refusal from a server that
+    accepts the certificate (it speaks first); the server runs on with the right clients."""
+    run = start_server(clients=3, plan="fedavg-vector", plan_options=("length=50", "rounds=1"))
+    other = init_keys(tmp_path / "other", clients=3).root
+    mixed = tmp_path / "mixed"  # the run's ca.pem, the other run's client certificates (no CA key: no host certificate)
+    (mixed / "clients").mkdir(parents=True)
+    shutil.copy(run.keys / "ca.pem", mixed / "ca.pem")
+    for file in (other / "clients").iterdir():
+        shutil.copy(file, mixed / "clients" / file.name)
+    address, ca = f"127.0.0.1:{run.port}", (run.keys / "ca.pem").read_bytes()
+    for certs, expected in [
+        (mixed, rf"the server at {address} ends connections under this client's certificate \({mixed}/clients/client-[0-2]\.pem\) "
+                r"right after the TLS handshake: it does not accept it \(not issued by the run's CA, or expired\); take the certificate "
+                r"from the run's keys folder \(keys init, or keys host for a host certificate\)"),
+        (other, rf"the certificate of the server at {address} is not signed by the CA this client trusts \({other}/ca\.pem\): the keys "
+                r"folder \(--certs\) must hold the run's ca\.pem, from the folder `keys init` wrote for the server, or --server names "
+                r"another server"),
+    ]:
+        began = time.monotonic()
+        wrong = run.local.client("0-2", "--connect-timeout", "300", certs=certs)
+        output = wrong.communicate(timeout=60)[0]
+        said = [line for line in output.splitlines() if line.strip() and not GRPC_LOG_LINE.match(line)]  # gRPC's own C-core log aside
+        assert wrong.returncode == 2 and time.monotonic() - began < 60, output
+        assert len(said) == 1 and re.fullmatch("secure-fedgraph: error: " + expected, said[0]), output
+    assert refuses_certificate(address, ca=ca, cert=mixed / "clients" / "client-0.pem", key=mixed / "clients" / "client-0.key")
+    assert not refuses_certificate(address, ca=ca, cert=run.keys / "clients" / "client-0.pem", key=run.keys / "clients" / "client-0.key")
     right = run.client("0-2")
     _, metrics = run.finish()
     assert right.wait(timeout=60) == 0 and metrics["clients_finished"] == 3
