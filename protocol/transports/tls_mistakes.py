@@ -4,8 +4,9 @@ line that says what to fix, instead of waiting out ``--connect-timeout`` for a s
 - The server's certificate does not carry the name the client checks (``client --server-name``):
   gRPC says "Hostname Verification Check failed" and no more; the line names the option and the
   names the certificate does carry.
-- The server's certificate is not signed by the CA the client trusts (``ca.pem`` in ``--certs``):
-  gRPC says the handshake failed on a certificate.
+- The server's certificate fails the check against the CA the client trusts (``ca.pem`` in
+  ``--certs``: another CA signed it, or it expired): gRPC says the handshake failed on a
+  certificate; the line gives OpenSSL's reason.
 - The server does not accept this client's certificate (another CA issued it, or it expired):
   gRPC says only "Socket closed", as it would of a server going away at that moment. A gRPC
   server sends its HTTP/2 settings at once to a client it accepts, so the client looks: a
@@ -95,16 +96,17 @@ def mismatch_line(server: str, server_name: str, *, ca: bytes, cert: Path, key: 
             f"Verification Check failed); pass the name or address its certificate carries as --server-name {fix}")
 
 
-def server_not_from_ca(server: str, *, ca: bytes, cert: Path, key: Path, timeout_s: float = 5.0) -> bool:
-    """Whether the certificate of the server at ``server`` fails the check against ``ca`` (False
-    where the look cannot tell: nobody answers, a timeout)."""
+def server_certificate_fails(server: str, *, ca: bytes, cert: Path, key: Path, timeout_s: float = 5.0) -> str | None:
+    """Why the certificate of the server at ``server`` fails the check against ``ca`` (OpenSSL's
+    words: "certificate signature failure", "certificate has expired"), or None if it passes or
+    the look cannot tell (nobody answers, a timeout)."""
     try:
         with _handshake(server, ca=ca, cert=cert, key=key, timeout_s=timeout_s):
-            return False
-    except ssl.SSLCertVerificationError:
-        return True
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        return exc.verify_message or "certificate verify failed"
     except (OSError, ValueError):
-        return False
+        return None
 
 
 def refuses_certificate(server: str, *, ca: bytes, cert: Path, key: Path, timeout_s: float = 5.0) -> bool:
@@ -114,11 +116,10 @@ def refuses_certificate(server: str, *, ca: bytes, cert: Path, key: Path, timeou
     client it accepts (its HTTP/2 settings)."""
     try:
         with _handshake(server, ca=ca, cert=cert, key=key, timeout_s=timeout_s) as tls:
-            try:
-                return tls.recv(1) == b""
-            except ssl.SSLError:  # an alert: the server refused the certificate in so many words
-                return True
-    except (OSError, ValueError):  # nobody answers, a timeout, or the server's certificate is not the CA's
+            return tls.recv(1) == b""
+    except ssl.SSLError as exc:  # an alert, in the handshake (TLS 1.2) or after it (1.3), refuses this side's certificate;
+        return "alert" in (exc.reason or "").lower()  # the server's failing the check against ``ca`` is the other mistake
+    except (OSError, ValueError):  # nobody answers, a timeout
         return False
 
 
@@ -128,9 +129,12 @@ def tls_mistake(exc: grpc.RpcError, server: str, server_name: str, *, ca: bytes,
     details = _details(exc)
     if name_mismatch(exc):
         return mismatch_line(server, server_name, ca=ca, cert=cert, key=key)
-    if any(words in details for words in _CERTIFICATE_FAILED) and server_not_from_ca(server, ca=ca, cert=cert, key=key):
-        return (f"the certificate of the server at {server} is not signed by the CA this client trusts ({ca_file}): the keys folder "
-                "(--certs) must hold the run's ca.pem, from the folder `keys init` wrote for the server, or --server names another server")
+    failed = server_certificate_fails(server, ca=ca, cert=cert, key=key) if any(w in details for w in _CERTIFICATE_FAILED) else None
+    if failed is not None:
+        fix = ("the server needs a certificate of today (keys init)" if "expired" in failed or "not yet valid" in failed else
+               "the keys folder (--certs) must hold the run's ca.pem, from the folder `keys init` wrote for the server, or --server "
+               "names another server")
+        return f"the certificate of the server at {server} fails the check against the CA this client trusts ({ca_file}: {failed}): {fix}"
     if _CLOSED in details and refuses_certificate(server, ca=ca, cert=cert, key=key):
         return (f"the server at {server} ends connections under this client's certificate ({cert}) right after the TLS handshake: "
                 "it does not accept it (not issued by the run's CA, or expired); take the certificate from the run's keys folder "

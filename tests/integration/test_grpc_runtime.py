@@ -253,7 +253,8 @@ def test_a_client_with_another_runs_keys_stops_at_once_saying_which_file_to_fix(
         (mixed, rf"the server at {address} ends connections under this client's certificate \({mixed}/clients/client-[0-2]\.pem\) "
                 r"right after the TLS handshake: it does not accept it \(not issued by the run's CA, or expired\); take the certificate "
                 r"from the run's keys folder \(keys init, or keys host for a host certificate\)"),
-        (other, rf"the certificate of the server at {address} is not signed by the CA this client trusts \({other}/ca\.pem\): the keys "
+        (other, rf"the certificate of the server at {address} fails the check against the CA this client trusts \({other}/ca\.pem: "
+                r"certificate signature failure\): the keys "
                 r"folder \(--certs\) must hold the run's ca\.pem, from the folder `keys init` wrote for the server, or --server names "
                 r"another server"),
     ]:
