@@ -29,6 +29,7 @@ from pathlib import Path
 import grpc
 from cryptography import x509
 
+from secure_fedgraph.crypto.pki import VALIDITY_DAYS
 from secure_fedgraph.errors import ConfigError
 
 # what gRPC says when the name is not the certificate's (newer and older wordings)
@@ -131,7 +132,7 @@ def tls_mistake(exc: grpc.RpcError, server: str, server_name: str, *, ca: bytes,
         return mismatch_line(server, server_name, ca=ca, cert=cert, key=key)
     failed = server_certificate_fails(server, ca=ca, cert=cert, key=key) if any(w in details for w in _CERTIFICATE_FAILED) else None
     if failed is not None:
-        fix = ("the server needs a certificate of today (keys init)" if "expired" in failed or "not yet valid" in failed else
+        fix = (f"keys init certificates last {VALIDITY_DAYS} days: make the run's keys again and give every host its folder" if "expired" in failed or "not yet valid" in failed else
                "the keys folder (--certs) must hold the run's ca.pem, from the folder `keys init` wrote for the server, or --server "
                "names another server")
         return f"the certificate of the server at {server} fails the check against the CA this client trusts ({ca_file}: {failed}): {fix}"

@@ -140,4 +140,5 @@ def test_a_connect_to_a_server_with_an_expired_certificate_stops_at_once_saying_
                     max_message_bytes=2**20)
     assert time.monotonic() - began < 30
     assert str(stopped.value) == (f"the certificate of the server at {address} fails the check against the CA this client trusts "
-                                  f"({run.ca}: certificate has expired): the server needs a certificate of today (keys init)")
+                                  f"({run.ca}: certificate has expired): keys init certificates last 30 days: make the run's keys again and give "
+                                  "every host its folder")
