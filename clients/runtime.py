@@ -52,7 +52,7 @@ import torch
 from secure_fedgraph import __version__
 from secure_fedgraph.clients.dataset_choice import own_dataset
 from secure_fedgraph.clients.ids import format_ids
-from secure_fedgraph.crypto.pki import KeyDirectory, client_of, load_identity
+from secure_fedgraph.crypto.pki import VALIDITY_DAYS, KeyDirectory, client_of, load_identity
 from secure_fedgraph.errors import ConfigError, ProtocolError, SecureFedGraphError
 from secure_fedgraph.papers import is_resumable, plan_class
 from secure_fedgraph.protocol.engine.contexts import ClientHost
@@ -275,7 +275,7 @@ class _HostLink:
         a server certificate without ``--server-name`` or not from the CA in the keys folder, or a
         certificate of this stream's that the server does not accept."""
         return tls_mistake(exc, self.options.server, self.options.server_name, ca=self.shared.ca, cert=self.link.cert,
-                           key=self.link.key, ca_file=self.ca_file)
+                           key=self.link.key, ca_file=self.ca_file, validity_days=VALIDITY_DAYS)
 
     def _stop_all(self, error: str) -> None:
         for client in self.clients.values():

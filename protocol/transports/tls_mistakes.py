@@ -29,7 +29,6 @@ from pathlib import Path
 import grpc
 from cryptography import x509
 
-from secure_fedgraph.crypto.pki import VALIDITY_DAYS
 from secure_fedgraph.errors import ConfigError
 
 # what gRPC says when the name is not the certificate's (newer and older wordings)
@@ -124,16 +123,20 @@ def refuses_certificate(server: str, *, ca: bytes, cert: Path, key: Path, timeou
         return False
 
 
-def tls_mistake(exc: grpc.RpcError, server: str, server_name: str, *, ca: bytes, cert: Path, key: Path, ca_file: Path) -> str | None:
+def tls_mistake(exc: grpc.RpcError, server: str, server_name: str, *, ca: bytes, cert: Path, key: Path, ca_file: Path,
+                validity_days: int) -> str | None:
     """The one line a client stops with when ``exc`` (a failed stream to ``server``) comes of its
-    TLS set-up (see the module's docstring), or None when it does not or the look cannot tell."""
+    TLS set-up (see the module's docstring), or None when it does not or the look cannot tell.
+    ``validity_days``: how long the certificates ``keys init`` makes last (crypto/pki.py, which
+    this floor does not import), for the line about an expired one."""
     details = _details(exc)
     if name_mismatch(exc):
         return mismatch_line(server, server_name, ca=ca, cert=cert, key=key)
     failed = server_certificate_fails(server, ca=ca, cert=cert, key=key) if any(w in details for w in _CERTIFICATE_FAILED) else None
     if failed is not None:
-        fix = (f"keys init certificates last {VALIDITY_DAYS} days: make the run's keys again and give every host its folder" if "expired" in failed or "not yet valid" in failed else
-               "the keys folder (--certs) must hold the run's ca.pem, from the folder `keys init` wrote for the server, or --server "
+        expired = "expired" in failed or "not yet valid" in failed
+        fix = (f"keys init certificates last {validity_days} days: make the run's keys again and give every host its folder" if expired
+               else "the keys folder (--certs) must hold the run's ca.pem, from the folder `keys init` wrote for the server, or --server "
                "names another server")
         return f"the certificate of the server at {server} fails the check against the CA this client trusts ({ca_file}: {failed}): {fix}"
     if _CLOSED in details and refuses_certificate(server, ca=ca, cert=cert, key=key):

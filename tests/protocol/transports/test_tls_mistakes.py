@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from secure_fedgraph.crypto.pki import KeyDirectory, init_keys
+from secure_fedgraph.crypto.pki import VALIDITY_DAYS, KeyDirectory, init_keys
 from secure_fedgraph.protocol.transports.grpc_client import Waiting, connect, secure_channel
 from secure_fedgraph.protocol.transports.tls_mistakes import (TlsMistake, certificate_names, refuses_certificate, server_certificate_fails,
                                                              tls_mistake)
@@ -132,7 +132,7 @@ def test_a_connect_to_a_server_with_an_expired_certificate_stops_at_once_saying_
     ca = run.ca.read_bytes()
     with tls_server(cert, key, client_ca=run.ca) as address:
         mistake = partial(tls_mistake, server=address, server_name="localhost", ca=ca, cert=run.client_cert(0), key=run.client_key(0),
-                          ca_file=run.ca)
+                          ca_file=run.ca, validity_days=VALIDITY_DAYS)
         began = time.monotonic()
         with secure_channel(address, ca=ca, cert=run.client_cert(0).read_bytes(), key=run.client_key(0).read_bytes(),
                             server_name="localhost", max_message_bytes=2**20) as channel, pytest.raises(TlsMistake) as stopped:
