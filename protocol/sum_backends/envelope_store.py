@@ -5,7 +5,7 @@ envelopes, and each (a ``Sealed`` and its ``ShareCommitment``, six bytes objects
 took about 1 KB of the server's memory (measured with tracemalloc), 4.9 GB before any was sent.
 As a record it is its bytes: what the dealer sent (the envelope, its GCM tag included, and two
 share commitments) after the owner and holder the server adds by the record's place
-(messages.DealtToNeighbours.addressed, giving messages.DealtShares), and nothing is decoded into
+(messages.DealtToNeighbours.to_holders: messages.DealtShares records), and nothing is decoded into
 objects on its way in or out. Once a holder has answered its first INPUT only the
 two share commitments stay: they are what the server checks revealed shares against for the rest of
 the key epoch (threat_model.md M-LIAR).
@@ -14,7 +14,7 @@ the key epoch (threat_model.md M-LIAR).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from secure_fedgraph.protocol.sum_backends.mask_format import COMMITMENTS_AT, COMMITTED_BYTES, DEALT_RECORD_BYTES, SHARE_COMMITMENT_BYTES
 from secure_fedgraph.protocol.sum_backends.messages import DealtShares
@@ -29,13 +29,12 @@ class EnvelopeStore:
         self._delivered: set[int] = set()
         self._dealers: frozenset[int] | None = None  # once fixed: only these dealers' envelopes count
 
-    def deal(self, owner: int, dealt: DealtShares) -> None:
-        """Keep ``owner``'s records as the server addressed them (DealtToNeighbours.addressed: one
-        to each of its holders, after the caller counted them)."""
-        view = memoryview(dealt.records)
-        for i, (_, holder) in enumerate(dealt.heads()):
+    def deal(self, owner: int, records: Iterable[tuple[int, bytes]]) -> None:
+        """Keep ``owner``'s records, each with its holder, as the server addressed them
+        (DealtToNeighbours.to_holders: one to each of its holders, after the caller counted them)."""
+        for holder, record in records:
             self._owners.setdefault(holder, array("q")).append(owner)
-            self._records.setdefault(holder, bytearray()).extend(view[i * DEALT_RECORD_BYTES:(i + 1) * DEALT_RECORD_BYTES])
+            self._records.setdefault(holder, bytearray()).extend(record)
 
     def fix_dealers(self, dealers: Collection[int]) -> None:
         """Only ``dealers`` (those whose share keys were accepted) count from now on."""

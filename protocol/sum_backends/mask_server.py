@@ -192,7 +192,7 @@ class MaskServer(ServerRole):
             holders = sorted(graph.of(client) & advertised)  # each record holds an envelope and its commitments, in holder order
             if len(response.dealt) != len(holders):
                 raise ProtocolError(f"share_keys: client {client} must seal one share pair to each of its {len(holders)} neighbours")
-            envelopes.deal(client, response.dealt.addressed(client, holders))
+            envelopes.deal(client, response.dealt.to_holders(client, holders))
 
         everyone = tuple(adverts[v].keys for v in sorted(advertised))  # one body for all: each client takes its neighbours'
         outcome = yield self._step(

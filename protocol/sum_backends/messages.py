@@ -29,7 +29,7 @@ VERIFY         VerifyRequest           VerifyResponse
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,14 +191,18 @@ class DealtToNeighbours:
     def __len__(self) -> int:
         return len(self.records) // DEALT_BODY_BYTES
 
-    def addressed(self, owner: int, holders: Iterable[int]) -> DealtShares:
-        """The records as :class:`DealtShares`, the i-th from ``owner`` to the i-th of
-        ``holders``; ConfigError unless there is one holder per record."""
-        heads = [_head(owner, holder) for holder in holders]
-        if len(heads) != len(self):
-            raise ConfigError(f"{len(self)} dealt records for {len(heads)} holders")
+    def to_holders(self, owner: int, holders: Sequence[int]) -> list[tuple[int, bytes]]:
+        """(holder, record) for each record, the i-th from ``owner`` to the i-th of ``holders``,
+        each a :class:`DealtShares` record (with owner and holder): what the server stores and
+        relays; ConfigError unless there is one holder per record."""
+        if len(holders) != len(self):
+            raise ConfigError(f"{len(self)} dealt records for {len(holders)} holders")
         body = memoryview(self.records)
-        return DealtShares(b"".join(head + body[i * DEALT_BODY_BYTES:(i + 1) * DEALT_BODY_BYTES] for i, head in enumerate(heads)))
+        return [(holder, _head(owner, holder) + body[i * DEALT_BODY_BYTES:(i + 1) * DEALT_BODY_BYTES]) for i, holder in enumerate(holders)]
+
+    def addressed(self, owner: int, holders: Sequence[int]) -> DealtShares:
+        """The records as one :class:`DealtShares` (see :meth:`to_holders`)."""
+        return DealtShares(b"".join(record for _, record in self.to_holders(owner, holders)))
 
 
 @dataclass(frozen=True)

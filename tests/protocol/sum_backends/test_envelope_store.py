@@ -9,13 +9,13 @@ import os
 
 from secure_fedgraph.protocol.sum_backends.envelope_store import EnvelopeStore
 from secure_fedgraph.protocol.sum_backends.mask_format import SEALED_BYTES
-from secure_fedgraph.protocol.sum_backends.messages import DealtShares, Sealed, ShareCommitment
+from secure_fedgraph.protocol.sum_backends.messages import DealtShares, DealtToNeighbours, Sealed, ShareCommitment
 
 
 def _deal(store: EnvelopeStore, owner: int, holders: list[int]) -> dict[int, tuple[Sealed, ShareCommitment]]:
     sealed = [Sealed(owner, h, os.urandom(SEALED_BYTES)) for h in holders]
     committed = {(owner, h): ShareCommitment(owner, h, os.urandom(16), os.urandom(16)) for h in holders}
-    store.deal(owner, DealtShares.of((s, committed[(owner, s.holder)]) for s in sealed))
+    store.deal(owner, DealtToNeighbours.of((s, committed[(owner, s.holder)]) for s in sealed).to_holders(owner, holders))
     return {s.holder: (s, committed[(owner, s.holder)]) for s in sealed}
 
 
